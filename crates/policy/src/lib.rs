@@ -1,0 +1,24 @@
+//! The policy language of leasehold: a pure function from (policy, provider
+//! variables) to the set of inputs that should run.
+//!
+//! Policies are Elastic Agent standalone policies: `agent`, `providers`,
+//! `inputs`, `outputs`. This crate does no I/O; callers pass text and a file
+//! name (used only in messages) and get back values or errors that name
+//! file, line and column.
+
+pub mod cond;
+pub mod error;
+pub mod lint;
+pub mod model;
+pub mod render;
+pub mod subst;
+pub mod value;
+pub mod vars;
+
+pub use cond::{CondError, Condition, EvalOptions};
+pub use error::{PolicyError, Pos};
+pub use lint::{Diagnostic, Severity, check};
+pub use model::{Node, NodeKind, Policy};
+pub use render::{Dropped, Rendered, RenderedInput, render};
+pub use value::{Map, Value};
+pub use vars::Vars;

@@ -1,0 +1,332 @@
+//! Rendering: (policy, variables) -> (inputs to run, inputs dropped).
+//!
+//! - Every string is substituted (see [`crate::subst`]).
+//! - A mapping with a `condition` key (an input, a stream, a processor, or
+//!   any other mapping) is removed when the condition is false; when true,
+//!   only the `condition` key is removed. A condition is a string in the
+//!   condition language or a boolean, and is not substituted itself.
+//! - An input with a variable that does not resolve, anywhere inside it, is
+//!   dropped and reported; so is an input whose streams were all removed.
+//! - Each input gets a stable id: its `id` field, or `<type>-<hash>` where
+//!   the hash covers the rendered config (keys in sorted order).
+//! - A malformed substitution or a condition that fails to evaluate is an
+//!   error of the whole render, with its location.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::cond::{CondError, Condition, EvalOptions};
+use crate::error::{PolicyError, Pos};
+use crate::model::{Node, NodeKind, Policy};
+use crate::subst::{self, Resolved};
+use crate::value::{Map, Value};
+use crate::vars::Vars;
+
+/// An input that should run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RenderedInput {
+    /// Stable id.
+    pub id: String,
+    /// The rendered settings, with `id` as the first key.
+    pub config: Value,
+}
+
+/// An input that was not rendered, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dropped {
+    /// The input's `id` as written, or `inputs.<index>` when it has none.
+    pub id: String,
+    /// Why it was dropped.
+    pub reason: String,
+}
+
+/// The result of rendering.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rendered {
+    /// Inputs to run, in policy order.
+    pub inputs: Vec<RenderedInput>,
+    /// Inputs not rendered, in policy order.
+    pub dropped: Vec<Dropped>,
+}
+
+impl Rendered {
+    /// The `inspect --format json` document:
+    /// `{"inputs": [...], "dropped": [{"id", "reason"}]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "inputs": self.inputs.iter().map(|i| &i.config).collect::<Vec<_>>(),
+            "dropped": self.dropped,
+        })
+    }
+}
+
+enum Out {
+    Keep(Value),
+    Remove(Option<String>),
+}
+
+enum Fail {
+    NoMatch(String, Pos),
+    Error(PolicyError),
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    vars: &'a Vars,
+    default_provider: String,
+    conditions: HashMap<String, Result<Condition, CondError>>,
+}
+
+/// Where a column inside a one-line scalar lands in the file.
+pub(crate) fn column_in_file(node: &Node, col_in_text: usize) -> Pos {
+    match &node.kind {
+        NodeKind::Str { value, quoted } if !value.contains('\n') => Pos::new(
+            node.pos.line,
+            node.pos.column + usize::from(*quoted) + col_in_text.saturating_sub(1),
+        ),
+        _ => node.pos,
+    }
+}
+
+impl Ctx<'_> {
+    fn condition(&mut self, node: &Node) -> Result<bool, Fail> {
+        let src = match &node.kind {
+            NodeKind::Bool(b) => return Ok(*b),
+            NodeKind::Str { value, .. } => value,
+            _ => {
+                return Err(Fail::Error(
+                    PolicyError::new(self.file, node.pos, format!("`condition` must be a string or a boolean, found {}", node.type_name()))
+                        .with_hint("quote the expression, e.g. condition: \"${kubernetes_leaderelection.leader} == true\""),
+                ));
+            }
+        };
+        let parsed = self
+            .conditions
+            .entry(src.clone())
+            .or_insert_with(|| Condition::parse(src));
+        let result = match parsed {
+            Ok(c) => c.eval(self.vars, EvalOptions::default()),
+            Err(e) => Err(e.clone()),
+        };
+        result.map_err(|e| {
+            let mut err = PolicyError::new(
+                self.file,
+                column_in_file(node, e.column),
+                format!(
+                    "condition `{src}` failed at column {}: {}",
+                    e.column, e.message
+                ),
+            );
+            if let Some(h) = e.hint {
+                err = err.with_hint(h);
+            }
+            Fail::Error(err)
+        })
+    }
+
+    fn node(&mut self, node: &Node) -> Result<Out, Fail> {
+        Ok(Out::Keep(match &node.kind {
+            NodeKind::Null => Value::Null,
+            NodeKind::Bool(b) => Value::Bool(*b),
+            NodeKind::Int(i) => Value::Int(*i),
+            NodeKind::Float(f) => Value::Float(*f),
+            NodeKind::Str { value, .. } => {
+                if !subst::may_contain_vars(value) {
+                    Value::Str(value.clone())
+                } else {
+                    let t = subst::parse(value, &self.default_provider).map_err(|e| {
+                        Fail::Error(
+                            PolicyError::new(self.file, column_in_file(node, e.column), e.message)
+                                .with_hint(e.hint),
+                        )
+                    })?;
+                    match t.apply(self.vars) {
+                        Resolved::Value(v) => v,
+                        Resolved::NoMatch(r) => return Err(Fail::NoMatch(r, node.pos)),
+                        Resolved::Optional(r) => return Ok(Out::Remove(Some(r))),
+                    }
+                }
+            }
+            NodeKind::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    if let Out::Keep(v) = self.node(item)? {
+                        out.push(v);
+                    }
+                }
+                Value::List(out)
+            }
+            NodeKind::Map(entries) => {
+                if let Some((_, cond)) = entries.iter().find(|(k, _)| k.name == "condition") {
+                    let text = cond
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("{:?}", cond.to_value()));
+                    if !self.condition(cond)? {
+                        return Ok(Out::Remove(Some(format!(
+                            "condition `{text}` (line {}) is false",
+                            cond.pos.line
+                        ))));
+                    }
+                }
+                let mut m = Map::new();
+                for (k, v) in entries {
+                    if k.name == "condition" {
+                        continue;
+                    }
+                    if let Out::Keep(v) = self.node(v)? {
+                        m.insert(k.name.clone(), v);
+                    }
+                }
+                Value::Map(m)
+            }
+        }))
+    }
+}
+
+fn non_empty_list(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::List(l)) if !l.is_empty())
+}
+
+/// Renders the inputs of `policy` with `vars`.
+pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
+    let mut ctx = Ctx {
+        file: &policy.file,
+        vars,
+        default_provider: policy.default_provider(),
+        conditions: HashMap::new(),
+    };
+    let mut out = Rendered::default();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (index, input) in policy.inputs().iter().enumerate() {
+        let raw_id = match input.get("id").map(|n| &n.kind) {
+            Some(NodeKind::Str { value, .. }) => value.clone(),
+            Some(NodeKind::Int(i)) => i.to_string(),
+            _ => format!("inputs.{index}"),
+        };
+        let had_streams = matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
+        let rendered = match ctx.node(input) {
+            Ok(Out::Keep(v)) => v,
+            Ok(Out::Remove(reason)) => {
+                out.dropped.push(Dropped {
+                    id: raw_id,
+                    reason: reason.unwrap_or_else(|| "removed".into()),
+                });
+                continue;
+            }
+            Err(Fail::NoMatch(var, pos)) => {
+                out.dropped.push(Dropped {
+                    id: raw_id,
+                    reason: format!(
+                        "variable {var} could not be resolved (line {} column {})",
+                        pos.line, pos.column
+                    ),
+                });
+                continue;
+            }
+            Err(Fail::Error(e)) => return Err(e),
+        };
+        let Value::Map(mut config) = rendered else {
+            continue;
+        };
+        if had_streams && !non_empty_list(config.get("streams")) {
+            out.dropped.push(Dropped {
+                id: raw_id,
+                reason: "all of its streams were removed by their conditions".into(),
+            });
+            continue;
+        }
+        let id = match config.get("id") {
+            Some(Value::Str(s)) => s.clone(),
+            Some(Value::Int(i)) => i.to_string(),
+            Some(Value::Float(f)) => f.to_string(),
+            None | Some(Value::Null) => {
+                let kind = match config.get("type") {
+                    Some(Value::Str(t)) => t.clone(),
+                    _ => "input".to_string(),
+                };
+                format!("{kind}-{:016x}", stable_hash(&Value::Map(config.clone())))
+            }
+            Some(other) => {
+                let pos = input.get("id").map_or(input.pos, |n| n.pos);
+                return Err(PolicyError::new(
+                    &policy.file,
+                    pos,
+                    format!(
+                        "`id` must be a string or a number, found {}",
+                        other.type_name()
+                    ),
+                )
+                .with_hint("quote the id, or remove it to get a generated one"));
+            }
+        };
+        if let Some(first) = seen.get(&id) {
+            out.dropped.push(Dropped {
+                id: id.clone(),
+                reason: format!("duplicate id: inputs.{first} renders with the same id"),
+            });
+            continue;
+        }
+        seen.insert(id.clone(), index);
+        config.insert_first("id", Value::Str(id.clone()));
+        out.inputs.push(RenderedInput {
+            id,
+            config: Value::Map(config),
+        });
+    }
+    Ok(out)
+}
+
+/// A 64-bit FNV-1a hash of a value in a canonical form (map keys sorted,
+/// every value tagged with its type). Stable across runs and platforms.
+pub fn stable_hash(v: &Value) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    hash_into(v, &mut h);
+    h
+}
+
+fn feed(h: &mut u64, bytes: &[u8]) {
+    for b in bytes {
+        *h ^= u64::from(*b);
+        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+}
+
+fn hash_into(v: &Value, h: &mut u64) {
+    match v {
+        Value::Null => feed(h, b"n"),
+        Value::Bool(b) => feed(h, if *b { b"t" } else { b"f" }),
+        Value::Int(i) => {
+            feed(h, b"i");
+            feed(h, &i.to_le_bytes());
+        }
+        Value::Float(f) => {
+            feed(h, b"d");
+            feed(h, &f.to_bits().to_le_bytes());
+        }
+        Value::Str(s) => {
+            feed(h, b"s");
+            feed(h, &(s.len() as u64).to_le_bytes());
+            feed(h, s.as_bytes());
+        }
+        Value::List(l) => {
+            feed(h, b"l");
+            feed(h, &(l.len() as u64).to_le_bytes());
+            for x in l {
+                hash_into(x, h);
+            }
+        }
+        Value::Map(m) => {
+            feed(h, b"m");
+            feed(h, &(m.len() as u64).to_le_bytes());
+            for k in m.sorted_keys() {
+                feed(h, &(k.len() as u64).to_le_bytes());
+                feed(h, k.as_bytes());
+                if let Some(x) = m.get(k) {
+                    hash_into(x, h);
+                }
+            }
+        }
+    }
+}

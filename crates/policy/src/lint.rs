@@ -378,6 +378,19 @@ impl Checker<'_> {
                                     Some("name a variable, e.g. ${env.HOSTNAME}".into()),
                                 );
                             }
+                            let consts = r
+                                .alts
+                                .iter()
+                                .filter(|a| matches!(a, subst::Alt::Const(_)))
+                                .count();
+                            if consts > 1 {
+                                self.push(
+                                    Severity::Warning,
+                                    column_in_file(node, r.column),
+                                    format!("`{}` has {consts} constants; only the first is ever used", r.repr()),
+                                    Some("every `:` starts a new constant: quote a default that contains `:`, e.g. ${env.URL:'http://localhost:9200'}".into()),
+                                );
+                            }
                             for a in &r.alts {
                                 if let subst::Alt::Var(name) = a {
                                     self.check_provider(name, column_in_file(node, r.column));

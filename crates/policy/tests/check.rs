@@ -1,0 +1,171 @@
+//! `check` diagnostics: every error class and the lints.
+
+use leasehold_policy::{Policy, Severity, Vars, check};
+
+fn diags(src: &str) -> Vec<(Severity, usize, usize, String)> {
+    let p = Policy::parse(src, "c.yaml").unwrap();
+    check(&p, None)
+        .into_iter()
+        .map(|d| (d.severity, d.pos.line, d.pos.column, d.message))
+        .collect()
+}
+
+fn has(d: &[(Severity, usize, usize, String)], sev: Severity, line: usize, text: &str) -> bool {
+    d.iter()
+        .any(|(s, l, _, m)| *s == sev && *l == line && m.contains(text))
+}
+
+#[test]
+fn clean_policy_has_no_diagnostics() {
+    let d = diags(
+        "providers:\n  kubernetes_leaderelection:\n    leader_lease: lock\ninputs:\n  - id: a\n    type: t\n    condition: ${kubernetes_leaderelection.leader} == true\n    x: ${env.X|'d'}\n",
+    );
+    assert!(d.is_empty(), "{d:?}");
+}
+
+#[test]
+fn lint_table() {
+    use Severity::*;
+    let cases: Vec<(&str, Severity, &str)> = vec![
+        (
+            "${kubernetes_leaderelection.leader} == 'true'",
+            Warning,
+            "always false",
+        ),
+        (
+            "${kubernetes_leaderelection.leader} != 'false'",
+            Warning,
+            "always true",
+        ),
+        (
+            "'true' == ${kubernetes_leaderelection.leader}",
+            Warning,
+            "always false",
+        ),
+        ("${env.REPLICAS} == 3", Warning, "always false"),
+        (
+            "${kubernetes_leaderelection.term} == '3'",
+            Warning,
+            "fails at evaluation",
+        ),
+        ("${env.NAME} > 3", Warning, "numbers only"),
+        (
+            "${kubernetes_leaderelection.leader} and 'x'",
+            Warning,
+            "needs booleans",
+        ),
+        ("not ${env.FLAG}", Warning, "`not` is applied"),
+        ("${HOSTNAME} == 'a'", Warning, "default provider"),
+        (
+            "${kubernetes.pod.name} == 'a'",
+            Warning,
+            "neither supported nor configured",
+        ),
+        ("length('a', 'b') == 1", Error, "takes exactly 1"),
+        ("match('a') == true", Error, "at least 2"),
+        ("length('abc')", Error, "not a boolean"),
+        ("1 ==", Error, "expected a value"),
+        ("${x", Error, "expected"),
+    ];
+    for (cond, sev, text) in cases {
+        let src = format!(
+            "inputs:\n  - type: t\n    condition: \"{}\"\n",
+            cond.replace('"', "\\\"")
+        );
+        let d = diags(&src);
+        assert!(has(&d, sev, 3, text), "{cond}: {d:?}");
+    }
+}
+
+#[test]
+fn condition_errors_point_into_the_line() {
+    let d = diags("inputs:\n  - type: t\n    condition: 1 == 1 and\n");
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].1, d[0].2), (3, 26), "{d:?}");
+}
+
+#[test]
+fn sample_vars_give_types() {
+    let p = Policy::parse(
+        "inputs:\n  - type: t\n    condition: ${custom.flag} == 'yes'\n",
+        "c.yaml",
+    )
+    .unwrap();
+    assert!(check(&p, None).iter().any(|d| d.message.contains("custom")));
+    let v = Vars::from_json(&serde_json::json!({"custom": {"flag": true}})).unwrap();
+    let d = check(&p, Some(&v));
+    assert!(
+        d.iter().any(|d| d.message.contains("always false")),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn structural_errors() {
+    use Severity::*;
+    let d = diags(
+        r#"
+providers:
+  kubernetes_leaderelection:
+    leader_lease: Not_Valid
+    leader_leaseduration: "15s"
+    leader_renewdeadline: 0
+    namespace: kube_system
+    identity: ""
+    leader_retry: 2
+  docker: {}
+  local:
+    vars: [1]
+inputs:
+  - id: a
+    streams: []
+  - id: a
+    type: ""
+  - type: t
+    id: [x]
+    v: "${a"
+    w: "${b.}"
+    y: "${}"
+    z: "${env.U:http://x}"
+    nested:
+      - condition: 5
+"#,
+    );
+    let expect = [
+        (Error, 4, "not a valid Kubernetes object name"),
+        (Error, 5, "must be a int"),
+        (Error, 6, "must be positive"),
+        (Error, 7, "not a valid namespace"),
+        (Error, 8, "must not be empty"),
+        (Warning, 9, "unknown setting"),
+        (Warning, 10, "not supported by leasehold"),
+        (Error, 12, "local.vars"),
+        (Error, 14, "has no `type`"),
+        (Error, 16, "already used"),
+        (Error, 17, "non-empty string"),
+        (Error, 19, "`id` must be"),
+        (Error, 20, "missing its ending"),
+        (Error, 21, "cannot end with"),
+        (Error, 22, "empty variable"),
+        (Warning, 23, "only the first"),
+        (Error, 25, "must be a string or a boolean"),
+    ];
+    for (sev, line, text) in expect {
+        assert!(has(&d, sev, line, text), "line {line} {text:?}: {d:#?}");
+    }
+}
+
+#[test]
+fn lease_timings_are_validated() {
+    let d = diags(
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 10\n    leader_renewdeadline: 10\n",
+    );
+    assert!(
+        has(&d, Severity::Error, 4, "duration > renew deadline"),
+        "{d:?}"
+    );
+    let d = diags(
+        "providers:\n  kubernetes_leaderelection:\n    leader_renewdeadline: 2\n    leader_retryperiod: 2\n",
+    );
+    assert!(d.iter().any(|x| x.3.contains("1.2")), "{d:?}");
+}

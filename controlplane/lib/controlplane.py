@@ -1,0 +1,519 @@
+#!/usr/bin/env python3
+"""Build, start and stop a real local Kubernetes control plane on loopback.
+
+kube-apiserver and etcd are compiled from the Go module proxy (see the
+wrapper modules next to this directory), cached per pinned version outside
+the repository, and started with TLS, static-token authentication and RBAC.
+Only the Python standard library and the `openssl` and `go` commands are used.
+
+Subcommands (the shell wrappers `controlplane/up`, `down` and `build` call
+these; the Rust testkit calls `start` and `stop` to restart one component):
+
+  build                         build the binaries if the cache lacks them
+  up --dir DIR [--agents N] [--no-rbac]
+  down --dir DIR
+  start --dir DIR COMPONENT     start etcd or kube-apiserver again
+  stop --dir DIR COMPONENT      stop one component
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBERNETES_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.16"
+COMPONENTS = ("etcd", "kube-apiserver")
+NAMESPACE = "leasehold"
+ROLE = "leasehold-lease"
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 20.0
+
+
+class Failure(Exception):
+    """A step failed; the message says which and what to look at."""
+
+
+def log(msg: str) -> None:
+    print(f"controlplane: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- building
+
+
+def module_dirs() -> dict[str, Path]:
+    return {"kube-apiserver": ROOT / "kube-apiserver", "etcd": ROOT / "etcd"}
+
+
+def build_key() -> str:
+    """A cache key that changes whenever a pinned version or wrapper changes."""
+    h = hashlib.sha256()
+    for name, d in sorted(module_dirs().items()):
+        for f in ("go.mod", "go.sum", "main.go"):
+            p = d / f
+            h.update(f"{name}/{f}\0".encode())
+            if p.exists():
+                h.update(p.read_bytes())
+    return f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_{h.hexdigest()[:12]}"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "leasehold" / "controlplane" / build_key()
+
+
+def binaries() -> dict[str, Path]:
+    d = cache_dir()
+    return {c: d / c for c in COMPONENTS}
+
+
+def ldflags() -> str:
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={KUBERNETES_VERSION}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
+
+
+def check_go() -> None:
+    if shutil.which("go") is None:
+        raise Failure("the `go` command is not on PATH; install Go 1.26 or newer")
+    out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
+    ver = out.stdout.strip().removeprefix("go")
+    parts = [int(p) for p in ver.split(".")[:2] if p.isdigit()]
+    if len(parts) < 2 or tuple(parts) < (1, 26):
+        raise Failure(f"Go {ver or '?'} is too old: kube-apiserver {KUBERNETES_VERSION} needs Go 1.26 or newer")
+
+
+def build() -> dict[str, Path]:
+    """Builds missing binaries into the versioned cache, once per machine."""
+    bins = binaries()
+    if all(p.exists() for p in bins.values()):
+        return bins
+    check_go()
+    out_dir = cache_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for comp, src in module_dirs().items():
+            dest = bins[comp]
+            if dest.exists():
+                continue
+            log(f"building {comp} ({KUBERNETES_VERSION if comp != 'etcd' else ETCD_VERSION}) into {out_dir}; the first build takes several minutes")
+            tmp = dest.with_name(dest.name + ".tmp")
+            cmd = ["go", "build", "-trimpath", "-o", str(tmp)]
+            if comp == "kube-apiserver":
+                cmd += ["-ldflags", ldflags()]
+            else:
+                cmd += ["-ldflags", "-s -w"]
+            cmd.append(".")
+            started = time.monotonic()
+            res = subprocess.run(cmd, cwd=src, env={**os.environ, "CGO_ENABLED": "0"})
+            if res.returncode != 0:
+                raise Failure(f"building {comp} failed (go build in {src} exited {res.returncode})")
+            tmp.rename(dest)
+            log(f"built {comp} in {time.monotonic() - started:.0f} s")
+    return bins
+
+
+# ---------------------------------------------------------------- state
+
+
+class Plane:
+    """What `up` recorded under DIR; every other subcommand reads it back."""
+
+    def __init__(self, dir_: Path):
+        self.dir = dir_.resolve()
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    def load(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            raise Failure(f"{self.state_file} not found: was `controlplane/up --dir {self.dir}` run?")
+
+    def save(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        write_private(tmp, json.dumps(state, indent=2) + "\n")
+        tmp.rename(self.state_file)
+
+    def read_pids(self) -> dict[str, int]:
+        pids = {}
+        p = self.dir / "pids"
+        if p.exists():
+            for line in p.read_text().splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[1].isdigit():
+                    pids[parts[0]] = int(parts[1])
+        return pids
+
+    def write_pids(self, pids: dict[str, int]) -> None:
+        tmp = self.dir / "pids.tmp"
+        tmp.write_text("".join(f"{c} {pids[c]}\n" for c in COMPONENTS if c in pids))
+        tmp.rename(self.dir / "pids")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    res = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise Failure(f"openssl {' '.join(args[:2])} failed: {res.stderr.strip()}")
+
+
+def make_pki(pki: Path) -> None:
+    """A fresh CA, serving certificate and service-account key pair per start."""
+    if shutil.which("openssl") is None:
+        raise Failure("the `openssl` command is not on PATH; install the openssl package")
+    pki.mkdir(parents=True, exist_ok=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-keyout", "ca.key",
+            "-out", "ca.crt", "-subj", "/CN=leasehold-local-ca", cwd=pki)
+    (pki / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+        "extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    )
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
+            "-subj", "/CN=kube-apiserver", cwd=pki)
+    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", "-extfile", "san.ext", "-out", "apiserver.crt", cwd=pki)
+    openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    for f in pki.iterdir():
+        if f.suffix == ".key":
+            f.chmod(0o600)
+
+
+def component_args(state: dict, comp: str) -> list[str]:
+    d = Path(state["dir"])
+    bins = state["binaries"]
+    if comp == "etcd":
+        client = f"http://127.0.0.1:{state['etcd_client_port']}"
+        peer = f"http://127.0.0.1:{state['etcd_peer_port']}"
+        return [
+            bins["etcd"], "--name", "leasehold", "--data-dir", str(d / "etcd-data"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"leasehold={peer}", "--initial-cluster-state", "new",
+            "--listen-metrics-urls", "", "--unsafe-no-fsync", "--log-level", "warn",
+        ]
+    pki = d / "pki"
+    return [
+        bins["kube-apiserver"],
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+        f"--secure-port={state['apiserver_port']}",
+        f"--etcd-servers=http://127.0.0.1:{state['etcd_client_port']}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--token-auth-file={d / 'tokens.csv'}",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        f"--authorization-mode={'RBAC' if state['rbac'] else 'AlwaysAllow'}",
+        "--anonymous-auth=false",
+        "--allow-privileged=false",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def start_component(plane: Plane, state: dict, comp: str) -> int:
+    d = plane.dir
+    log_file = open(d / f"{comp}.log", "ab")
+    proc = subprocess.Popen(
+        component_args(state, comp), stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+        start_new_session=True, cwd=d,
+    )
+    log_file.close()
+    pids = plane.read_pids()
+    pids[comp] = proc.pid
+    plane.write_pids(pids)
+    wait_ready(plane, state, comp, proc)
+    return proc.pid
+
+
+def tls_context(state: dict) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(Path(state["dir"]) / "pki" / "ca.crt"))
+
+
+def probe(state: dict, comp: str) -> bool:
+    try:
+        if comp == "etcd":
+            url = f"http://127.0.0.1:{state['etcd_client_port']}/health"
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return json.loads(r.read()).get("health") == "true"
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{state['apiserver_port']}/readyz",
+            headers={"Authorization": f"Bearer {state['tokens']['admin']}"},
+        )
+        with urllib.request.urlopen(req, timeout=2, context=tls_context(state)) as r:
+            return r.status == 200
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def wait_ready(plane: Plane, state: dict, comp: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    delay = 0.05
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = tail_of(plane.dir / f"{comp}.log")
+            raise Failure(f"{comp} exited with code {proc.returncode} while starting; last log lines:\n{tail}")
+        if probe(state, comp):
+            return
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+    raise Failure(f"{comp} was not ready within {READY_TIMEOUT_S:.0f} s; see {plane.dir / (comp + '.log')}")
+
+
+def tail_of(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is as good as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def stop_pid(pid: int, comp: str) -> None:
+    if not alive(pid):
+        return
+    # A paused process cannot act on SIGTERM; let it run so it can exit.
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(0.05)
+    if alive(pid):
+        log(f"{comp} (pid {pid}) ignored SIGTERM for {STOP_TIMEOUT_S:.0f} s; sending SIGKILL")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        while alive(pid):
+            time.sleep(0.05)
+
+
+def stop_component(plane: Plane, comp: str) -> None:
+    pids = plane.read_pids()
+    pid = pids.pop(comp, None)
+    if pid is not None:
+        stop_pid(pid, comp)
+    plane.write_pids(pids)
+
+
+# ---------------------------------------------------------------- API objects
+
+
+def api(state: dict, method: str, path: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"https://127.0.0.1:{state['apiserver_port']}{path}", data=data, method=method,
+        headers={"Authorization": f"Bearer {state['tokens']['admin']}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=tls_context(state)) as r:
+            return json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        if e.code == 409 and method == "POST":
+            return {}
+        raise Failure(f"{method} {path} failed: HTTP {e.code}: {e.read().decode(errors='replace')[:300]}")
+
+
+def agent_user(k: int) -> str:
+    return f"system:serviceaccount:{NAMESPACE}:agent-{k}"
+
+
+def bootstrap(state: dict) -> None:
+    """Namespace, service accounts, and (with RBAC) one binding per agent."""
+    api(state, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    for k in range(1, state["agents"] + 1):
+        api(state, "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"agent-{k}"}})
+    if not state["rbac"]:
+        return
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
+    api(state, "POST", f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": ROLE},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch"]}],
+    })
+    for k in range(1, state["agents"] + 1):
+        api(state, "POST", f"{rbac}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": f"{ROLE}-agent-{k}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE},
+            "subjects": [{"kind": "ServiceAccount", "name": f"agent-{k}", "namespace": NAMESPACE}],
+        })
+
+
+def kubeconfig(state: dict, user: str, token: str) -> str:
+    ca = (Path(state["dir"]) / "pki" / "ca.crt").read_text()
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "leasehold",
+        "clusters": [{"name": "leasehold", "cluster": {
+            "server": f"https://127.0.0.1:{state['apiserver_port']}",
+            "certificate-authority-data": base64.b64encode(ca.encode()).decode()}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "leasehold", "context": {"cluster": "leasehold", "user": user, "namespace": NAMESPACE}}],
+    }
+    return json.dumps(cfg, indent=2) + "\n"
+
+
+def write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    if args.agents < 0:
+        raise Failure("--agents must be 0 or more")
+    plane = Plane(Path(args.dir))
+    plane.dir.mkdir(parents=True, exist_ok=True)
+    running = {c: p for c, p in plane.read_pids().items() if alive(p)}
+    if running:
+        raise Failure(f"{plane.dir} already has a running control plane ({running}); run `controlplane/down --dir {plane.dir}` first")
+    bins = build()
+    for stale in ("etcd-data", "pki"):
+        shutil.rmtree(plane.dir / stale, ignore_errors=True)
+    make_pki(plane.dir / "pki")
+    tokens = {"admin": secrets.token_hex(24)}
+    tokens.update({f"agent-{k}": secrets.token_hex(24) for k in range(1, args.agents + 1)})
+    lines = [f'{tokens["admin"]},admin,admin,"system:masters"']
+    for k in range(1, args.agents + 1):
+        lines.append(f'{tokens[f"agent-{k}"]},{agent_user(k)},agent-{k},'
+                     f'"system:serviceaccounts,system:serviceaccounts:{NAMESPACE}"')
+    write_private(plane.dir / "tokens.csv", "\n".join(lines) + "\n")
+    state = {
+        "dir": str(plane.dir), "agents": args.agents, "rbac": not args.no_rbac,
+        "binaries": {c: str(p) for c, p in bins.items()}, "tokens": tokens,
+        "etcd_client_port": free_port(), "etcd_peer_port": free_port(), "apiserver_port": free_port(),
+    }
+    plane.save(state)
+    try:
+        start_component(plane, state, "etcd")
+        start_component(plane, state, "kube-apiserver")
+        write_private(plane.dir / "admin.kubeconfig", kubeconfig(state, "admin", tokens["admin"]))
+        for k in range(1, args.agents + 1):
+            write_private(plane.dir / f"agent-{k}.kubeconfig", kubeconfig(state, agent_user(k), tokens[f"agent-{k}"]))
+        bootstrap(state)
+    except BaseException:
+        for comp in reversed(COMPONENTS):
+            stop_component(plane, comp)
+        raise
+    (plane.dir / "versions").write_text(
+        f"kube-apiserver {KUBERNETES_VERSION}\netcd {ETCD_VERSION}\n"
+    )
+    print(f"control plane ready: https://127.0.0.1:{state['apiserver_port']} "
+          f"(admin: {plane.dir / 'admin.kubeconfig'}, agents: {args.agents})")
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    plane = Plane(Path(args.dir))
+    if not (plane.dir / "pids").exists():
+        log(f"nothing to stop in {plane.dir}")
+        return
+    for comp in reversed(COMPONENTS):
+        stop_component(plane, comp)
+    (plane.dir / "pids").unlink(missing_ok=True)
+
+
+def cmd_start(args: argparse.Namespace) -> None:
+    plane = Plane(Path(args.dir))
+    state = plane.load()
+    pid = plane.read_pids().get(args.component)
+    if pid is not None and alive(pid):
+        raise Failure(f"{args.component} is already running (pid {pid})")
+    print(start_component(plane, state, args.component))
+
+
+def cmd_stop(args: argparse.Namespace) -> None:
+    stop_component(Plane(Path(args.dir)), args.component)
+
+
+def cmd_build(_args: argparse.Namespace) -> None:
+    for comp, path in build().items():
+        print(f"{comp} {path}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="controlplane", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("build").set_defaults(fn=cmd_build)
+    up = sub.add_parser("up")
+    up.add_argument("--dir", required=True)
+    up.add_argument("--agents", type=int, default=3)
+    up.add_argument("--no-rbac", action="store_true")
+    up.set_defaults(fn=cmd_up)
+    down = sub.add_parser("down")
+    down.add_argument("--dir", required=True)
+    down.set_defaults(fn=cmd_down)
+    for name, fn in (("start", cmd_start), ("stop", cmd_stop)):
+        s = sub.add_parser(name)
+        s.add_argument("--dir", required=True)
+        s.add_argument("component", choices=COMPONENTS)
+        s.set_defaults(fn=fn)
+    args = p.parse_args()
+    try:
+        args.fn(args)
+    except Failure as e:
+        log(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+//! The leasehold agent: providers, the input runtime, inputs, outputs and CLI.
+
+pub mod cli;

@@ -15,6 +15,7 @@
 //! The binaries are built from the Go module proxy by `controlplane/` and
 //! cached outside the repository; the first test run on a machine builds them.
 
+pub mod candidates;
 mod namespace;
 mod plane;
 mod proxy;

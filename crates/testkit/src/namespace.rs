@@ -29,16 +29,25 @@ pub struct TestNamespace {
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl TestNamespace {
-    pub(crate) async fn create(plane: &ControlPlane, prefix: &str, verbs: &[&str]) -> Result<TestNamespace> {
+    pub(crate) async fn create(
+        plane: &ControlPlane,
+        prefix: &str,
+        verbs: &[&str],
+    ) -> Result<TestNamespace> {
         let admin = plane.admin_client().await?;
         let name = format!(
             "{}-{}-{:04x}",
-            prefix.to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+            prefix
+                .to_lowercase()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
             COUNTER.fetch_add(1, Ordering::Relaxed),
             rand::random::<u16>()
         );
         let ns = Namespace {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         Api::<Namespace>::all(admin.clone())
@@ -46,7 +55,10 @@ impl TestNamespace {
             .await
             .with_context(|| format!("creating namespace {name}"))?;
         let role = Role {
-            metadata: ObjectMeta { name: Some(ROLE.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(ROLE.into()),
+                ..Default::default()
+            },
             rules: Some(vec![PolicyRule {
                 api_groups: Some(vec!["coordination.k8s.io".into()]),
                 resources: Some(vec!["leases".into()]),
@@ -58,7 +70,11 @@ impl TestNamespace {
             .create(&PostParams::default(), &role)
             .await
             .with_context(|| format!("creating Role {ROLE} in {name}"))?;
-        let this = TestNamespace { name, admin, agents: plane.agents() };
+        let this = TestNamespace {
+            name,
+            admin,
+            agents: plane.agents(),
+        };
         for k in 1..=this.agents {
             this.grant(k).await?;
         }
@@ -68,7 +84,11 @@ impl TestNamespace {
     /// The namespace `controlplane/up` created; revoking there is what an
     /// operator deleting `leasehold-lease-agent-K` does.
     pub(crate) async fn base(plane: &ControlPlane) -> Result<TestNamespace> {
-        Ok(TestNamespace { name: BASE_NAMESPACE.into(), admin: plane.admin_client().await?, agents: plane.agents() })
+        Ok(TestNamespace {
+            name: BASE_NAMESPACE.into(),
+            admin: plane.admin_client().await?,
+            agents: plane.agents(),
+        })
     }
 
     /// The namespace's name.
@@ -84,7 +104,10 @@ impl TestNamespace {
     /// Binds the Role to agent `k` (idempotent).
     pub async fn grant(&self, k: u32) -> Result<()> {
         let binding = RoleBinding {
-            metadata: ObjectMeta { name: Some(Self::binding_name(k)), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(Self::binding_name(k)),
+                ..Default::default()
+            },
             role_ref: RoleRef {
                 api_group: "rbac.authorization.k8s.io".into(),
                 kind: "Role".into(),
@@ -97,20 +120,32 @@ impl TestNamespace {
                 ..Default::default()
             }]),
         };
-        match self.bindings().create(&PostParams::default(), &binding).await {
+        match self
+            .bindings()
+            .create(&PostParams::default(), &binding)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("granting agent-{k} lease rights in {}", self.name)),
+            Err(e) => {
+                Err(e).with_context(|| format!("granting agent-{k} lease rights in {}", self.name))
+            }
         }
     }
 
     /// Deletes agent `k`'s RoleBinding (idempotent). The API server's
     /// authorizer sees it within milliseconds, not synchronously.
     pub async fn revoke(&self, k: u32) -> Result<()> {
-        match self.bindings().delete(&Self::binding_name(k), &DeleteParams::default()).await {
+        match self
+            .bindings()
+            .delete(&Self::binding_name(k), &DeleteParams::default())
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("revoking agent-{k} lease rights in {}", self.name)),
+            Err(e) => {
+                Err(e).with_context(|| format!("revoking agent-{k} lease rights in {}", self.name))
+            }
         }
     }
 

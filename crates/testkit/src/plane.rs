@@ -73,7 +73,8 @@ impl ControlPlane {
     /// test that asks for it could run.
     pub fn shared() -> &'static ControlPlane {
         SHARED.get_or_init(|| {
-            ControlPlane::start(AGENTS).unwrap_or_else(|e| panic!("cannot start the local control plane: {e:#}"))
+            ControlPlane::start(AGENTS)
+                .unwrap_or_else(|e| panic!("cannot start the local control plane: {e:#}"))
         })
     }
 
@@ -89,18 +90,28 @@ impl ControlPlane {
             .context("creating a directory for the control plane")?;
         let dir = tempdir.path().to_path_buf();
         let up = Command::new(script("up"))
-            .args(["--dir".as_ref(), dir.as_os_str(), "--agents".as_ref(), agents.to_string().as_ref()])
+            .args([
+                "--dir".as_ref(),
+                dir.as_os_str(),
+                "--agents".as_ref(),
+                agents.to_string().as_ref(),
+            ])
             .stdin(Stdio::null())
             .output()
             .context("running controlplane/up")?;
         if !up.status.success() {
             // Whatever `up` managed to start must not outlive us.
             let _ = Command::new(script("down")).arg("--dir").arg(&dir).output();
-            bail!("controlplane/up failed ({}):\n{}", up.status, String::from_utf8_lossy(&up.stderr));
+            bail!(
+                "controlplane/up failed ({}):\n{}",
+                up.status,
+                String::from_utf8_lossy(&up.stderr)
+            );
         }
         let watchdog = spawn_watchdog(&dir)?;
         let state: State = serde_json::from_slice(
-            &std::fs::read(dir.join("state.json")).context("reading the control plane's state.json")?,
+            &std::fs::read(dir.join("state.json"))
+                .context("reading the control plane's state.json")?,
         )
         .context("parsing the control plane's state.json")?;
         Ok(ControlPlane {
@@ -197,7 +208,11 @@ impl ControlPlane {
 
     /// A fresh namespace whose Role grants only `verbs` on leases, for tests
     /// of agents with narrower rights (for example no `watch`).
-    pub async fn namespace_with_verbs(&self, prefix: &str, verbs: &[&str]) -> Result<TestNamespace> {
+    pub async fn namespace_with_verbs(
+        &self,
+        prefix: &str,
+        verbs: &[&str],
+    ) -> Result<TestNamespace> {
         TestNamespace::create(self, prefix, verbs).await
     }
 
@@ -232,19 +247,30 @@ impl ControlPlane {
             .output()
             .with_context(|| format!("running controlplane {verb} {}", c.name()))?;
         if !out.status.success() {
-            bail!("controlplane {verb} {} failed: {}", c.name(), String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "controlplane {verb} {} failed: {}",
+                c.name(),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(())
     }
 
     /// The pid of a running component, as recorded in `DIR/pids`.
     pub fn pid(&self, c: Component) -> Result<u32> {
-        let pids = std::fs::read_to_string(self.dir.join("pids")).context("reading the pids file")?;
+        let pids =
+            std::fs::read_to_string(self.dir.join("pids")).context("reading the pids file")?;
         pids.lines()
             .filter_map(|l| l.split_once(' '))
             .find(|(name, _)| *name == c.name())
             .and_then(|(_, pid)| pid.trim().parse().ok())
-            .ok_or_else(|| anyhow!("{} is not running (not in {}/pids)", c.name(), self.dir.display()))
+            .ok_or_else(|| {
+                anyhow!(
+                    "{} is not running (not in {}/pids)",
+                    c.name(),
+                    self.dir.display()
+                )
+            })
     }
 
     fn signal(&self, c: Component, sig: &str) -> Result<()> {
@@ -301,17 +327,22 @@ fn spawn_watchdog(dir: &Path) -> Result<(Child, ChildStdin)> {
         .process_group(0)
         .spawn()
         .context("starting the control plane watchdog")?;
-    let mut stdin = child.stdin.take().ok_or_else(|| anyhow!("watchdog has no stdin"))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow!("watchdog has no stdin"))?;
     // Nothing is ever written; flushing an empty buffer checks the pipe.
     stdin.flush()?;
     Ok((child, stdin))
 }
 
 async fn config_from(path: &Path) -> Result<kube::Config> {
-    let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .with_context(|| format!("loading {}", path.display()))?;
+    let kubeconfig =
+        Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("loading {}", path.display()))?;
     // Tests must never hang on a dead server for kube's 295 s default.
     config.read_timeout = Some(Duration::from_secs(30));
     config.connect_timeout = Some(Duration::from_secs(10));

@@ -60,7 +60,8 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 impl FaultProxy {
     /// Starts a proxy on a free loopback port forwarding to `target`.
     pub fn start(target: SocketAddr) -> Result<FaultProxy> {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the fault proxy")?;
+        let std_listener =
+            std::net::TcpListener::bind("127.0.0.1:0").context("binding the fault proxy")?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let control = Arc::new(Control {
@@ -83,7 +84,11 @@ impl FaultProxy {
                 }
             })
             .abort_handle();
-        Ok(FaultProxy { addr, control, accept_loop })
+        Ok(FaultProxy {
+            addr,
+            control,
+            accept_loop,
+        })
     }
 
     /// The address clients should connect to.
@@ -164,7 +169,10 @@ fn abortive_close(s: &TcpStream) {
 
 /// Waits until the fault lets bytes through and returns the delay to apply.
 /// `holding` says a chunk is waiting, which [`FaultProxy::held_chunks`] counts.
-async fn wait_passable(control: &Control, holding: bool) -> Result<Duration, watch::error::RecvError> {
+async fn wait_passable(
+    control: &Control,
+    holding: bool,
+) -> Result<Duration, watch::error::RecvError> {
     let mut fault = control.fault.subscribe();
     let mut counted = false;
     let outcome = loop {

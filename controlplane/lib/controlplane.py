@@ -11,6 +11,8 @@ these; the Rust testkit calls `start` and `stop` to restart one component):
 
   build                         build the binaries if the cache lacks them
   up --dir DIR [--agents N] [--no-rbac]
+                                (--no-rbac: RBAC stays on, but agents get
+                                no Role or RoleBinding, so no rights at all)
   down --dir DIR
   start --dir DIR COMPONENT     start etcd or kube-apiserver again
   stop --dir DIR COMPONENT      stop one component
@@ -123,7 +125,7 @@ def build() -> dict[str, Path]:
                 continue
             log(f"building {comp} ({KUBERNETES_VERSION if comp != 'etcd' else ETCD_VERSION}) into {out_dir}; the first build takes several minutes")
             tmp = dest.with_name(dest.name + ".tmp")
-            cmd = ["go", "build", "-trimpath", "-o", str(tmp)]
+            cmd = ["go", "build", "-trimpath", "-buildvcs=false", "-o", str(tmp)]
             if comp == "kube-apiserver":
                 cmd += ["-ldflags", ldflags()]
             else:
@@ -239,7 +241,7 @@ def component_args(state: dict, comp: str) -> list[str]:
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--service-account-issuer=https://kubernetes.default.svc",
         "--service-cluster-ip-range=10.0.0.0/24",
-        f"--authorization-mode={'RBAC' if state['rbac'] else 'AlwaysAllow'}",
+        "--authorization-mode=RBAC",
         "--anonymous-auth=false",
         "--allow-privileged=false",
         "--profiling=false",

@@ -668,6 +668,6 @@ pub fn check(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
     };
     c.providers_section();
     c.inputs_section();
-    c.out.sort_by(|a, b| a.pos.cmp(&b.pos));
+    c.out.sort_by_key(|d| d.pos);
     c.out
 }

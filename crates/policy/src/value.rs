@@ -294,7 +294,7 @@ fn write_yaml(v: &Value, indent: usize, out: &mut String, top: bool) {
         }
         Value::Map(m) if !m.is_empty() => {
             for (i, (k, val)) in m.iter().enumerate() {
-                if !(top && i == 0) || !out.is_empty() {
+                if !(top && i == 0 && out.is_empty()) {
                     out.push('\n');
                 }
                 out.push_str(&pad);

@@ -1,0 +1,232 @@
+//! The `eval`, `inspect` and `check` command contracts.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn leasehold(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(args)
+        .output()
+        .expect("run leasehold")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, content: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!("leasehold-policy-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, content).unwrap();
+        TempFile(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn leader_vars(leader: bool) -> TempFile {
+    TempFile::new(
+        &format!("vars-{leader}.json"),
+        &format!(
+            r#"{{"env": {{"HOSTNAME": "node-1", "NODE_NAME": "node-1"}}, "kubernetes_leaderelection": {{"leader": {leader}, "holder": "pod-a"}}}}"#
+        ),
+    )
+}
+
+#[test]
+fn eval_prints_true_or_false() {
+    let vars = leader_vars(true);
+    let cases = [
+        (
+            vec![
+                "eval",
+                "--vars",
+                vars.path(),
+                "${kubernetes_leaderelection.leader} == true",
+            ],
+            "true\n",
+        ),
+        (
+            vec![
+                "eval",
+                "--vars",
+                vars.path(),
+                "${kubernetes_leaderelection.leader} == 'true'",
+            ],
+            "false\n",
+        ),
+        (
+            vec![
+                "eval",
+                "--vars",
+                vars.path(),
+                "startsWith(${env.HOSTNAME}, 'node')",
+            ],
+            "true\n",
+        ),
+        (vec!["eval", "1 + 1 == 2"], "true\n"),
+        (vec!["eval", "${not.there} == 1"], "false\n"),
+        (vec!["eval", "--", "-1 < 0"], "true\n"),
+        (vec!["eval", "--strict", "--", "-2 * 2 == -4"], "true\n"),
+    ];
+    for (args, want) in cases {
+        let o = leasehold(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), want, "{args:?}");
+    }
+}
+
+#[test]
+fn eval_errors_exit_2_with_a_column() {
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["eval", "1 =="],
+        vec!["eval", "1 == 'a'"],
+        vec!["eval", "length('x')"],
+        vec!["eval", "--strict", "${not.there} == 1"],
+        vec!["eval", "--vars", "/nonexistent/vars.json", "true"],
+    ];
+    for args in cases {
+        let o = leasehold(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stdout(&o).is_empty(), "{args:?}");
+        assert!(stderr(&o).contains("error"), "{args:?}: {}", stderr(&o));
+    }
+    let o = leasehold(&["eval", "true and 1 == 'x'"]);
+    assert!(stderr(&o).contains("column 12"), "{}", stderr(&o));
+    let bad = TempFile::new("bad.json", "[1, 2]");
+    let o = leasehold(&["eval", "--vars", bad.path(), "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("JSON object"), "{}", stderr(&o));
+}
+
+#[test]
+fn inspect_json_contract() {
+    for (leader, running, dropped) in [
+        (
+            true,
+            vec!["node-metrics", "cluster-state", "events"],
+            vec![],
+        ),
+        (false, vec!["node-metrics", "events"], vec!["cluster-state"]),
+    ] {
+        let vars = leader_vars(leader);
+        let o = leasehold(&[
+            "inspect",
+            "-c",
+            &example("leader-election.yaml"),
+            "--vars",
+            vars.path(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let ids: Vec<&str> = doc["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, running, "leader={leader}");
+        let d: Vec<&str> = doc["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(d, dropped);
+        for item in doc["dropped"].as_array().unwrap() {
+            assert!(item["reason"].as_str().unwrap().contains("false"));
+            assert_eq!(item.as_object().unwrap().len(), 2);
+        }
+    }
+}
+
+#[test]
+fn inspect_yaml_renders_any_input_type() {
+    let p = TempFile::new(
+        "any.yaml",
+        "inputs:\n  - id: x\n    type: does-not-exist/anywhere\n    host: ${env.HOSTNAME}\n",
+    );
+    let vars = leader_vars(true);
+    let o = leasehold(&["inspect", "-c", p.path(), "--vars", vars.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("\"inputs\":"), "{out}");
+    assert!(out.contains("\"host\": \"node-1\""), "{out}");
+    assert!(
+        out.contains("\"type\": \"does-not-exist/anywhere\""),
+        "{out}"
+    );
+}
+
+#[test]
+fn inspect_render_and_load_errors_exit_2() {
+    let bad_cond = TempFile::new(
+        "badcond.yaml",
+        "inputs:\n  - type: t\n    condition: 1 == 'a'\n",
+    );
+    let o = leasehold(&["inspect", "-c", bad_cond.path(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("badcond.yaml:3:18"), "{}", stderr(&o));
+    let bad_yaml = TempFile::new("bad.yaml", "inputs: [\n");
+    let o = leasehold(&["inspect", "-c", bad_yaml.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.yaml:"), "{}", stderr(&o));
+    let o = leasehold(&["inspect", "-c", "/nonexistent/policy.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_passes_good_policies_and_warns_on_the_proposal() {
+    let o = leasehold(&["check", "-c", &example("leader-election.yaml")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("ok"));
+
+    let o = leasehold(&["check", "-c", &example("leader-election-proposal.yaml")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("leader-election-proposal.yaml:29:"), "{err}");
+    assert!(err.contains("warning"), "{err}");
+    assert!(err.contains("always false"), "{err}");
+    assert!(err.contains("== true"), "{err}");
+}
+
+#[test]
+fn check_lists_every_problem_and_exits_2() {
+    let p = TempFile::new(
+        "problems.yaml",
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 5\ninputs:\n  - id: a\n    condition: 1 ==\n  - type: t\n    x: ${oops\n",
+    );
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    for needle in [
+        "problems.yaml:3:",
+        "problems.yaml:5:",
+        "problems.yaml:6:",
+        "problems.yaml:8:",
+        "4 error(s)",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}

@@ -26,3 +26,6 @@ pub use machine::{Config, ConfigError, Core, until};
 pub use record::{LeaseRecord, Observed, Term};
 pub use time::{Instant, WallTime};
 pub use timings::{MAX_TIMING, TimingError, Timings};
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,20 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, wire-compatible with
-//! client-go's `LeaseLock`.
+//! client-go's `LeaseLock`, that never leaves the election and always stops
+//! leading on loss.
 //!
-//! [`core`] is a deterministic state machine holding every rule of the
-//! election; the driver performs its actions with kube-rs and tokio.
+//! - [`core`] is a deterministic state machine holding every rule of the
+//!   election (no clock, no I/O), tested on simulated time.
+//! - [`Elector`] drives it with kube-rs and tokio: one watch on the Lease,
+//!   polling only while the watch is down, per-call timeouts, release on
+//!   shutdown.
+
+#![warn(missing_docs)]
 
 pub mod core;
+mod driver;
+
+pub use crate::core::{Term, TimingError, Timings};
+pub use driver::{
+    BuildError, ElectionHandle, Elector, ElectorBuilder, HealthCheck, LeaderTask, Leadership,
+    Metrics, NoMetrics, SimpleMetrics,
+};

@@ -1,0 +1,294 @@
+//! The tokio + kube-rs driver: runs a [`Core`](crate::core::Core) against a
+//! real API server.
+//!
+//! ```no_run
+//! use leasehold_election::{Elector, Leadership};
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let handle = Elector::builder(client, "kube-system", "ksm-leader", "pod-a")
+//!     .on_leading(|term, token| async move {
+//!         println!("leading term {}", term.transitions);
+//!         token.cancelled().await; // do leader-only work until this fires
+//!     })
+//!     .spawn()?;
+//! let mut state = handle.state();
+//! while !matches!(*state.borrow_and_update(), Leadership::Leading { .. }) {
+//!     state.changed().await?;
+//! }
+//! handle.shutdown().await; // stops the work, then releases the lease
+//! # Ok(()) }
+//! ```
+
+mod errors;
+mod events;
+mod health;
+mod lease;
+mod metrics;
+mod run;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+pub use health::HealthCheck;
+pub use metrics::{Metrics, NoMetrics, SimpleMetrics};
+
+use crate::core::{Config, ConfigError, Core, Term, Timings};
+
+/// What this process currently is in one election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// Not known yet (the Lease has not been read).
+    Unknown,
+    /// Another holder (or nobody) holds the lease; this process is a candidate.
+    Following {
+        /// The holder named in the Lease, `None` if free or absent.
+        holder: Option<String>,
+    },
+    /// This process leads.
+    Leading {
+        /// The term, for fencing data produced while leading.
+        term: Term,
+        /// When this term began locally.
+        since: std::time::Instant,
+    },
+    /// Shut down; the election has ended for this process.
+    Stopped,
+}
+
+impl Leadership {
+    /// True while leading.
+    pub fn is_leading(&self) -> bool {
+        matches!(self, Leadership::Leading { .. })
+    }
+}
+
+/// Leader-only work started at every step-up; it must return soon after
+/// its token is cancelled (it is aborted after a grace period otherwise).
+pub type LeaderTask = Arc<dyn Fn(Term, CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Why an elector could not be started.
+#[derive(Debug)]
+pub enum BuildError {
+    /// An empty namespace, lease name or identity.
+    Empty(&'static str),
+    /// The core refused the configuration.
+    Config(ConfigError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Empty(what) => write!(f, "{what} must not be empty"),
+            BuildError::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Settings shared by the loop and its tasks.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) client: kube::Client,
+    pub(crate) namespace: String,
+    pub(crate) lease: String,
+    pub(crate) identity: String,
+    pub(crate) timings: Timings,
+    pub(crate) events: bool,
+    pub(crate) metrics: Arc<dyn Metrics>,
+    pub(crate) health: HealthCheck,
+    pub(crate) work_grace: Duration,
+}
+
+/// Entry point: `Elector::builder(..)`.
+pub struct Elector;
+
+impl Elector {
+    /// An elector for Lease `lease` in `namespace`, standing as `identity`
+    /// (conventionally the pod name, so `kubectl get lease` shows who leads).
+    pub fn builder(
+        client: kube::Client,
+        namespace: impl Into<String>,
+        lease: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> ElectorBuilder {
+        ElectorBuilder {
+            client,
+            namespace: namespace.into(),
+            lease: lease.into(),
+            identity: identity.into(),
+            timings: Timings::default(),
+            release_on_shutdown: true,
+            events: false,
+            metrics: Arc::new(NoMetrics),
+            task: None,
+        }
+    }
+}
+
+/// Configures and starts an elector.
+pub struct ElectorBuilder {
+    client: kube::Client,
+    namespace: String,
+    lease: String,
+    identity: String,
+    timings: Timings,
+    release_on_shutdown: bool,
+    events: bool,
+    metrics: Arc<dyn Metrics>,
+    task: Option<LeaderTask>,
+}
+
+impl ElectorBuilder {
+    /// Lease duration, renew deadline and retry period (default 15/10/2 s).
+    pub fn timings(mut self, timings: Timings) -> Self {
+        self.timings = timings;
+        self
+    }
+
+    /// Release the lease on shutdown so others take it at once (default on).
+    pub fn release_on_shutdown(mut self, release: bool) -> Self {
+        self.release_on_shutdown = release;
+        self
+    }
+
+    /// Post Kubernetes Events on the Lease at step-up and step-down.
+    pub fn emit_events(mut self, events: bool) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Where to report metrics (default: nowhere).
+    pub fn metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Leader-only work, started at every step-up with the term and a token
+    /// that is cancelled at step-down, before the state stops saying
+    /// "leading". Shutdown releases the lease only after it has returned.
+    pub fn on_leading<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Term, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.task = Some(Arc::new(move |term, token| Box::pin(f(term, token))));
+        self
+    }
+
+    /// Starts the elector on the current tokio runtime.
+    pub fn spawn(self) -> Result<ElectionHandle, BuildError> {
+        for (what, v) in [
+            ("namespace", &self.namespace),
+            ("lease name", &self.lease),
+            ("identity", &self.identity),
+        ] {
+            if v.is_empty() {
+                return Err(BuildError::Empty(what));
+            }
+        }
+        let origin = tokio::time::Instant::now();
+        let config = Config {
+            identity: self.identity.clone(),
+            timings: self.timings,
+            release_on_shutdown: self.release_on_shutdown,
+            seed: seed(&self.identity),
+        };
+        let core = Core::new(config, run::now_instant(origin), run::now_wall())
+            .map_err(BuildError::Config)?;
+        let t = self.timings;
+        // The old leader's work must be gone before anyone else can see
+        // the lease expire: well inside lease_duration − renew_deadline.
+        let work_grace = (t.lease_duration() - t.renew_deadline()) / 2;
+        let health = HealthCheck::new(t.lease_duration(), t.retry_period() * 2);
+        let settings = Settings {
+            client: self.client.clone(),
+            namespace: self.namespace.clone(),
+            lease: self.lease.clone(),
+            identity: self.identity,
+            timings: t,
+            events: self.events,
+            metrics: self.metrics,
+            health: health.clone(),
+            work_grace,
+        };
+        let (state_tx, state_rx) = watch::channel(Leadership::Unknown);
+        let (token_tx, token_rx) = watch::channel(None);
+        let shutdown = CancellationToken::new();
+        let driver = run::Driver {
+            api: run::lease_api(self.client, &self.namespace),
+            settings,
+            core,
+            origin,
+            state: state_tx,
+            token: token_tx,
+            shutdown: shutdown.clone(),
+            task: self.task,
+        };
+        let join = tokio::spawn(driver.run());
+        Ok(ElectionHandle {
+            state: state_rx,
+            token: token_rx,
+            guard: Some(shutdown.drop_guard()),
+            join: Some(join),
+            health,
+        })
+    }
+}
+
+fn seed(identity: &str) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    identity
+        .bytes()
+        .fold(nanos ^ u64::from(std::process::id()), |h, b| {
+            h.rotate_left(5) ^ u64::from(b)
+        })
+}
+
+/// A running elector. Dropping it requests shutdown (without waiting).
+pub struct ElectionHandle {
+    state: watch::Receiver<Leadership>,
+    token: watch::Receiver<Option<(Term, CancellationToken)>>,
+    guard: Option<DropGuard>,
+    join: Option<JoinHandle<()>>,
+    health: HealthCheck,
+}
+
+impl ElectionHandle {
+    /// The current state, updated at every change.
+    pub fn state(&self) -> watch::Receiver<Leadership> {
+        self.state.clone()
+    }
+
+    /// While leading: the term and its token, cancelled at step-down. For
+    /// callers that manage leader-only work themselves instead of
+    /// [`ElectorBuilder::on_leading`].
+    pub fn leader_token(&self) -> Option<(Term, CancellationToken)> {
+        self.token.borrow().clone()
+    }
+
+    /// A health check to expose on a liveness endpoint.
+    pub fn health(&self) -> HealthCheck {
+        self.health.clone()
+    }
+
+    /// Steps down (cancelling leader-only work and waiting for it), releases
+    /// the lease if configured, and returns when the elector has stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(g) = self.guard.take() {
+            drop(g);
+        }
+        if let Some(j) = self.join.take() {
+            let _ = j.await;
+        }
+    }
+}

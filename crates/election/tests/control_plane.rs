@@ -1,0 +1,371 @@
+//! The election against a real kube-apiserver + etcd (testkit), with RBAC
+//! on and restricted agent identities. Short timings (3 s / 2 s / 0.5 s).
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use kube::api::{Api, DynamicObject, PostParams};
+use leasehold_election::core::WallTime;
+use leasehold_election::{ElectionHandle, Elector, Leadership, Timings};
+use leasehold_testkit::{Component, ControlPlane, TestNamespace};
+use serde_json::Value;
+use tokio::sync::watch;
+
+const LEASE: &str = "election-test";
+
+fn timings() -> Timings {
+    Timings::new(
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(500),
+    )
+    .unwrap()
+}
+
+fn lease_api(client: kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = kube::api::ApiResource {
+        group: "coordination.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "coordination.k8s.io/v1".into(),
+        kind: "Lease".into(),
+        plural: "leases".into(),
+    };
+    Api::namespaced_with(client, ns, &ar)
+}
+
+fn identity(k: u32) -> String {
+    ControlPlane::agent_user(k)
+}
+
+async fn candidate(plane: &ControlPlane, k: u32, ns: &str) -> Result<ElectionHandle> {
+    let client = plane.agent_client(k).await?;
+    Ok(Elector::builder(client, ns, LEASE, identity(k))
+        .timings(timings())
+        .spawn()?)
+}
+
+/// Waits (bounded) until the state satisfies `pred`; returns it.
+async fn wait(
+    rx: &mut watch::Receiver<Leadership>,
+    within: Duration,
+    what: &str,
+    pred: impl Fn(&Leadership) -> bool,
+) -> Result<Leadership> {
+    let found = match tokio::time::timeout(within, rx.wait_for(|s| pred(s))).await {
+        Ok(Ok(s)) => Ok(s.clone()),
+        Ok(Err(_)) => Err(format!("elector ended while waiting for {what}")),
+        Err(_) => Err(String::new()),
+    };
+    match found {
+        Ok(s) => Ok(s),
+        Err(e) if !e.is_empty() => bail!(e),
+        Err(_) => bail!("no {what} within {within:?}; state is {:?}", *rx.borrow()),
+    }
+}
+
+async fn leading(rx: &mut watch::Receiver<Leadership>, within: Duration) -> Result<i32> {
+    match wait(rx, within, "leadership", Leadership::is_leading).await? {
+        Leadership::Leading { term, .. } => Ok(term.transitions),
+        _ => unreachable!(),
+    }
+}
+
+async fn spec(admin: &kube::Client, ns: &str) -> Result<(String, Value)> {
+    let obj = lease_api(admin.clone(), ns).get(LEASE).await?;
+    Ok((
+        obj.metadata.resource_version.clone().unwrap_or_default(),
+        obj.data["spec"].clone(),
+    ))
+}
+
+fn is_micro_time(v: &Value) -> bool {
+    let s = v.as_str().unwrap_or("");
+    s.len() == 27
+        && s.ends_with('Z')
+        && s.as_bytes()[19] == b'.'
+        && WallTime::parse_rfc3339(s).is_some()
+}
+
+async fn ns(plane: &ControlPlane, prefix: &str) -> Result<TestNamespace> {
+    plane.namespace(prefix).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_acquisition_writes_a_client_go_record_and_renew_keeps_the_term() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "first").await?;
+    let admin = plane.admin_client().await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut st = a.state();
+    assert_eq!(leading(&mut st, Duration::from_secs(10)).await?, 0);
+    let (_, first) = spec(&admin, ns.name()).await?;
+    assert_eq!(first["holderIdentity"], identity(1));
+    assert_eq!(first["leaseDurationSeconds"], 3);
+    assert_eq!(first["leaseTransitions"], 0);
+    assert!(
+        is_micro_time(&first["acquireTime"]) && is_micro_time(&first["renewTime"]),
+        "{first}"
+    );
+    // Wait for a few renewals (bounded), then the term must be unchanged.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let renewed = loop {
+        let (_, now) = spec(&admin, ns.name()).await?;
+        if now["renewTime"] != first["renewTime"] {
+            break now;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("renewTime never advanced: {now}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(renewed["acquireTime"], first["acquireTime"]);
+    assert_eq!(renewed["leaseTransitions"], 0);
+    assert!(is_micro_time(&renewed["renewTime"]));
+    assert!(st.borrow().is_leading());
+    a.shutdown().await;
+    Ok(())
+}
+
+/// A candidate on a runtime of its own, so it can be killed without any
+/// chance to release (like SIGKILL of its process).
+struct Killable {
+    rt: Option<tokio::runtime::Runtime>,
+    state: watch::Receiver<Leadership>,
+    _handle: ElectionHandle,
+}
+
+impl Killable {
+    fn start(k: u32, ns: String) -> Result<Killable> {
+        std::thread::spawn(move || -> Result<Killable> {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            let handle = rt.block_on(async {
+                let client = ControlPlane::shared().agent_client(k).await?;
+                anyhow::Ok(
+                    Elector::builder(client, ns, LEASE, identity(k))
+                        .timings(timings())
+                        .spawn()?,
+                )
+            })?;
+            Ok(Killable {
+                rt: Some(rt),
+                state: handle.state(),
+                _handle: handle,
+            })
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("candidate thread panicked"))?
+    }
+
+    fn kill(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_after_the_leader_is_killed_without_release() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "kill").await?;
+    let mut a = Killable::start(1, ns.name().to_string())?;
+    leading(&mut a.state, Duration::from_secs(10)).await?;
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
+        *s == Leadership::Following {
+            holder: Some(identity(1)),
+        }
+    })
+    .await?;
+    a.kill();
+    let killed = tokio::time::Instant::now();
+    // Expiry is 3 s after B last saw A's renewal; allow a margin.
+    assert_eq!(leading(&mut bs, Duration::from_secs(6)).await?, 1);
+    let took = killed.elapsed();
+    assert!(
+        took >= Duration::from_millis(2500),
+        "took over before the lease could expire: {took:?}"
+    );
+    b.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_hands_over_well_before_expiry() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "release").await?;
+    let admin = plane.admin_client().await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut a_state = a.state();
+    leading(&mut a_state, Duration::from_secs(10)).await?;
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
+        *s == Leadership::Following {
+            holder: Some(identity(1)),
+        }
+    })
+    .await?;
+    a.shutdown().await;
+    let released = tokio::time::Instant::now();
+    assert_eq!(*a_state.borrow(), Leadership::Stopped);
+    assert_eq!(leading(&mut bs, Duration::from_secs(1)).await?, 1);
+    let took = released.elapsed();
+    assert!(took < Duration::from_millis(1000), "handover took {took:?}");
+    let (_, s) = spec(&admin, ns.name()).await?;
+    assert_eq!(s["holderIdentity"], identity(2));
+    b.shutdown().await;
+    let (_, s) = spec(&admin, ns.name()).await?;
+    assert_eq!(s["holderIdentity"], "");
+    assert_eq!(s["leaseDurationSeconds"], 1);
+    assert_eq!(s["leaseTransitions"], 1, "release keeps transitions");
+    Ok(())
+}
+
+async fn overwrite_holder(
+    admin: &kube::Client,
+    ns: &str,
+    holder: &str,
+    duration: i64,
+) -> Result<()> {
+    let api = lease_api(admin.clone(), ns);
+    for _ in 0..20 {
+        let mut obj = api.get(LEASE).await?;
+        obj.data["spec"]["holderIdentity"] = Value::from(holder);
+        obj.data["spec"]["leaseDurationSeconds"] = Value::from(duration);
+        match api.replace(LEASE, &PostParams::default(), &obj).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e).context("overwriting the holder"),
+        }
+    }
+    bail!("could not overwrite the holder: always conflicting")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_overwriting_the_holder_makes_the_leader_step_down_at_once() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "overwrite").await?;
+    let admin = plane.admin_client().await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut st = a.state();
+    leading(&mut st, Duration::from_secs(10)).await?;
+    overwrite_holder(&admin, ns.name(), "beats-leader-intruder", 3).await?;
+    let written = tokio::time::Instant::now();
+    let intruder = Leadership::Following {
+        holder: Some("beats-leader-intruder".into()),
+    };
+    wait(&mut st, Duration::from_millis(1000), "step-down", |s| {
+        *s == intruder
+    })
+    .await?;
+    assert!(written.elapsed() < Duration::from_millis(1000));
+    // It stays a candidate and takes the lease once the intruder's expires.
+    assert_eq!(leading(&mut st, Duration::from_secs(6)).await?, 1);
+    a.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_candidate_loses_and_regains_leadership_twenty_times() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "twenty").await?;
+    let admin = plane.admin_client().await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut st = a.state();
+    let mut last = leading(&mut st, Duration::from_secs(10)).await?;
+    for round in 0..20 {
+        overwrite_holder(&admin, ns.name(), "intruder", 1).await?;
+        wait(&mut st, Duration::from_secs(2), "step-down", |s| {
+            !s.is_leading()
+        })
+        .await
+        .with_context(|| format!("round {round}"))?;
+        let term = leading(&mut st, Duration::from_secs(4))
+            .await
+            .with_context(|| format!("round {round}"))?;
+        assert!(term > last, "round {round}: term {term} after {last}");
+        last = term;
+    }
+    a.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_role_binding_steps_down_before_expiry_and_leads_again_after_restore() -> Result<()>
+{
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "revoke").await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut st = a.state();
+    leading(&mut st, Duration::from_secs(10)).await?;
+    ns.revoke(1).await?;
+    let revoked = tokio::time::Instant::now();
+    // The last good renew started at most one retry period before the
+    // revocation; the leader must stop within renew_deadline of it, which
+    // is before the lease (3 s) can expire for anyone else.
+    wait(&mut st, Duration::from_millis(2900), "step-down", |s| {
+        !s.is_leading()
+    })
+    .await?;
+    assert!(revoked.elapsed() < Duration::from_secs(3));
+    ns.grant(1).await?;
+    leading(&mut st, Duration::from_secs(10)).await?;
+    a.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_forbidden_falls_back_to_polling_and_still_elects() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane
+        .namespace_with_verbs("nowatch", &["get", "create", "update"])
+        .await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut a_state = a.state();
+    leading(&mut a_state, Duration::from_secs(10)).await?;
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
+        *s == Leadership::Following {
+            holder: Some(identity(1)),
+        }
+    })
+    .await?;
+    a.shutdown().await;
+    // Found by polling: within the 1–2.2 × retry period jitter.
+    assert_eq!(leading(&mut bs, Duration::from_secs(3)).await?, 1);
+    b.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_api_server_steps_the_leader_down_at_renew_deadline_and_a_leader_returns()
+-> Result<()> {
+    let plane = ControlPlane::dedicated()?;
+    let ns = plane.namespace("pause").await?;
+    let a = candidate(&plane, 1, ns.name()).await?;
+    let mut st = a.state();
+    leading(&mut st, Duration::from_secs(10)).await?;
+    plane.pause(Component::ApiServer)?;
+    let paused = tokio::time::Instant::now();
+    let stepped = wait(&mut st, Duration::from_secs(3), "step-down", |s| {
+        !s.is_leading()
+    })
+    .await;
+    let took = paused.elapsed();
+    plane.resume(Component::ApiServer)?;
+    stepped?;
+    // Renew deadline (2 s) from the start of the last renew, which began at
+    // most one retry period (0.5 s) before the pause.
+    assert!(
+        took >= Duration::from_millis(1400) && took <= Duration::from_millis(2600),
+        "stepped down after {took:?}"
+    );
+    leading(&mut st, Duration::from_secs(15)).await?;
+    a.shutdown().await;
+    Ok(())
+}

@@ -16,5 +16,5 @@ mod driver;
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{
     BuildError, ElectionHandle, Elector, ElectorBuilder, HealthCheck, LeaderTask, Leadership,
-    Metrics, NoMetrics, SimpleMetrics,
+    Metrics, NoMetrics, SimpleMetrics, StateHook,
 };

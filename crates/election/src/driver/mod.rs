@@ -73,6 +73,10 @@ impl Leadership {
 /// its token is cancelled (it is aborted after a grace period otherwise).
 pub type LeaderTask = Arc<dyn Fn(Term, CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// Called synchronously at every state change, before the driver does
+/// anything else (so a printed "stopped leading" precedes the release).
+pub type StateHook = Arc<dyn Fn(&Leadership) + Send + Sync>;
+
 /// Why an elector could not be started.
 #[derive(Debug)]
 pub enum BuildError {
@@ -105,6 +109,7 @@ pub(crate) struct Settings {
     pub(crate) metrics: Arc<dyn Metrics>,
     pub(crate) health: HealthCheck,
     pub(crate) work_grace: Duration,
+    pub(crate) hook: Option<StateHook>,
 }
 
 /// Entry point: `Elector::builder(..)`.
@@ -129,6 +134,7 @@ impl Elector {
             events: false,
             metrics: Arc::new(NoMetrics),
             task: None,
+            hook: None,
         }
     }
 }
@@ -144,9 +150,18 @@ pub struct ElectorBuilder {
     events: bool,
     metrics: Arc<dyn Metrics>,
     task: Option<LeaderTask>,
+    hook: Option<StateHook>,
 }
 
 impl ElectorBuilder {
+    /// Calls `f` synchronously at every state change, in order, before the
+    /// elector acts further: for reporting that must never lag behind the
+    /// Lease (a "stopped leading" line precedes the release write).
+    pub fn on_state(mut self, f: impl Fn(&Leadership) + Send + Sync + 'static) -> Self {
+        self.hook = Some(Arc::new(f));
+        self
+    }
+
     /// Lease duration, renew deadline and retry period (default 15/10/2 s).
     pub fn timings(mut self, timings: Timings) -> Self {
         self.timings = timings;
@@ -218,6 +233,7 @@ impl ElectorBuilder {
             metrics: self.metrics,
             health: health.clone(),
             work_grace,
+            hook: self.hook,
         };
         let (state_tx, state_rx) = watch::channel(Leadership::Unknown);
         let (token_tx, token_rx) = watch::channel(None);

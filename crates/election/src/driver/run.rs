@@ -192,16 +192,27 @@ impl Run {
             }
             Action::StepUp { term } => self.step_up(term),
             Action::StepDown { reason } => self.step_down(reason),
-            Action::Following { holder } => {
-                tracing::info!(lease = %self.lease_label(), holder = holder.as_deref().unwrap_or(""), "following");
-                self.d.state.send_replace(Leadership::Following { holder });
-            }
+            Action::Following { holder } => self.publish(Leadership::Following { holder }),
+
             Action::Released => tracing::info!(lease = %self.lease_label(), "released the lease"),
             Action::Stopped => {
-                self.d.state.send_replace(Leadership::Stopped);
+                self.publish(Leadership::Stopped);
             }
             Action::Warn(w) => self.warn(w),
         }
+    }
+
+    fn publish(&self, state: Leadership) {
+        if *self.d.state.borrow() == state {
+            return;
+        }
+        if let Leadership::Following { holder } = &state {
+            tracing::info!(lease = %self.lease_label(), holder = holder.as_deref().unwrap_or(""), "following");
+        }
+        if let Some(hook) = &self.d.settings.hook {
+            hook(&state);
+        }
+        self.d.state.send_replace(state);
     }
 
     fn warn(&self, w: Warning) {
@@ -247,7 +258,7 @@ impl Run {
         self.d.settings.metrics.transition(&label);
         self.d.settings.metrics.leader_status(&label, true);
         self.d.token.send_replace(Some((term.clone(), token)));
-        self.d.state.send_replace(Leadership::Leading {
+        self.publish(Leadership::Leading {
             term,
             since: std::time::Instant::now(),
         });
@@ -266,7 +277,7 @@ impl Run {
         let label = self.lease_label();
         self.d.settings.metrics.leader_status(&label, false);
         tracing::info!(lease = %label, transitions = term.transitions, ?reason, "stopped leading");
-        self.d.state.send_replace(Leadership::Following {
+        self.publish(Leadership::Following {
             holder: self.d.core.known_holder().map(str::to_owned),
         });
         self.event(format!("{} stopped leading", self.d.settings.identity));

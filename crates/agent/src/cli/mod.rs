@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod elect;
 pub mod eval;
 pub mod inspect;
 
@@ -30,6 +31,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Validate a policy: exit 0, or 2 listing every problem with its location.
     Check(check::CheckArgs),
+    /// Join a Lease election; print a JSON line per change; run CMD only while leading.
+    Elect(elect::ElectArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -42,5 +45,6 @@ pub fn run(cli: Cli) -> i32 {
         Command::Eval(args) => eval::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Elect(args) => elect::run(&args),
     }
 }

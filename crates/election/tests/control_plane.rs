@@ -369,3 +369,62 @@ async fn paused_api_server_steps_the_leader_down_at_renew_deadline_and_a_leader_
     a.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_leader_stops_before_the_other_takes_over_and_follows_after_heal() -> Result<()>
+{
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "partition").await?;
+    let proxy = plane.fault_proxy()?;
+    let a_client = kube::Client::try_from(plane.agent_config_via(1, &proxy).await?)?;
+    let a = Elector::builder(a_client, ns.name(), LEASE, identity(1))
+        .timings(timings())
+        .spawn()?;
+    let mut st = a.state();
+    leading(&mut st, Duration::from_secs(10)).await?;
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
+        *s == Leadership::Following {
+            holder: Some(identity(1)),
+        }
+    })
+    .await?;
+    proxy.blackhole();
+    let cut = tokio::time::Instant::now();
+    wait(
+        &mut st,
+        Duration::from_millis(2800),
+        "step-down of the cut-off leader",
+        |s| !s.is_leading(),
+    )
+    .await?;
+    assert!(
+        !bs.borrow().is_leading(),
+        "two leaders: B led before A stepped down"
+    );
+    assert_eq!(leading(&mut bs, Duration::from_secs(6)).await?, 1);
+    assert!(
+        cut.elapsed() >= Duration::from_millis(2500),
+        "B took over before A's lease could expire"
+    );
+    proxy.heal();
+    let b_holds = Leadership::Following {
+        holder: Some(identity(2)),
+    };
+    wait(
+        &mut st,
+        Duration::from_secs(15),
+        "A following B after heal",
+        |s| *s == b_holds,
+    )
+    .await?;
+    b.shutdown().await;
+    assert_eq!(
+        leading(&mut st, Duration::from_secs(3)).await?,
+        2,
+        "A stays a candidate and leads again"
+    );
+    a.shutdown().await;
+    Ok(())
+}

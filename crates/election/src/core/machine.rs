@@ -620,7 +620,14 @@ impl Core {
         match result {
             WriteResult::Ok(obs) => self.on_write_ok(now, f, obs),
             // Rule: 409 means someone else wrote: re-read, no backoff.
-            WriteResult::Conflict | WriteResult::NotFound => self.read_due = true,
+            WriteResult::Conflict | WriteResult::NotFound => {
+                self.read_due = true;
+                // The watch did not show that write in time; it may be a
+                // stream silently stuck behind a dead connection: renew it.
+                if self.watch == WatchState::Up {
+                    self.watch = WatchState::Down;
+                }
+            }
             WriteResult::Failed(failure) => self.on_write_failed(now, f, failure),
         }
     }

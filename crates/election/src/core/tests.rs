@@ -575,3 +575,23 @@ fn hung_request_times_out_inside_the_core() {
         h.out
     );
 }
+
+#[test]
+fn a_conflict_renews_a_watch_that_missed_the_write() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::Found(obs("3", held_by("", 1, 2))));
+    let op = h.last_op();
+    h.take();
+    h.feed(Input::WriteDone {
+        op,
+        result: WriteResult::Conflict,
+    });
+    assert!(
+        h.has(|a| matches!(a, Action::StartWatch { from: Some(v), .. } if v == "3")),
+        "{:?}",
+        h.out
+    );
+    assert!(h.watch_id() != w);
+}

@@ -159,3 +159,41 @@ async fn command_runs_only_while_leading_and_restarts_on_reelection() -> Result<
     assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("elect-kill").await?;
+    let dir = tempfile::tempdir()?;
+    let pidfile = dir.path().join("pid");
+    let script = r#"trap '' TERM; echo $$ > "$0"; while :; do sleep 0.05; done"#;
+    let mut fleet = Fleet::new();
+    let a = fleet.spawn(Spec {
+        kind: Kind::Leasehold,
+        program: leasehold(),
+        lease: "stubborn".into(),
+        namespace: ns.name().into(),
+        identity: ControlPlane::agent_user(3),
+        kubeconfig: plane.agent_kubeconfig(3),
+        timings: ["3s".into(), "2s".into(), "500ms".into()],
+        extra: ["--", "sh", "-c", script, &pidfile.display().to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    })?;
+    fleet.wait_for_leader(Duration::from_secs(10)).await?;
+    let pid = file_appears(&pidfile, Duration::from_secs(5)).await?;
+    let started = tokio::time::Instant::now();
+    fleet.terminate(a, Duration::from_secs(5)).await?;
+    // Grace is 0.4 × (lease_duration − renew_deadline) = 400 ms.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "stop took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "command {pid} survived"
+    );
+    Ok(())
+}

@@ -428,3 +428,102 @@ async fn partitioned_leader_stops_before_the_other_takes_over_and_follows_after_
     a.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watching_follower_sends_no_requests_at_steady_state() -> Result<()> {
+    use leasehold_election::SimpleMetrics;
+    use std::sync::Arc;
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "steady").await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    leading(&mut a.state(), Duration::from_secs(10)).await?;
+    let metrics = Arc::new(SimpleMetrics::new());
+    let client = plane.agent_client(2).await?;
+    let b = Elector::builder(client, ns.name(), LEASE, identity(2))
+        .timings(timings())
+        .metrics(metrics.clone())
+        .spawn()?;
+    let mut bs = b.state();
+    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
+        *s == Leadership::Following {
+            holder: Some(identity(1)),
+        }
+    })
+    .await?;
+    let label = format!("{}/{LEASE}", ns.name());
+    let count = |m: &SimpleMetrics| {
+        ["get", "create", "update", "watch"]
+            .iter()
+            .map(|v| m.requests(&label, v, "200"))
+            .sum::<u64>()
+    };
+    // Its start-up read and watch may still be in flight: wait for both.
+    let started = tokio::time::Instant::now();
+    while metrics.requests(&label, "get", "200") == 0
+        || metrics.requests(&label, "watch", "200") == 0
+    {
+        if started.elapsed() > Duration::from_secs(5) {
+            bail!("start-up requests never completed:\n{}", metrics.render());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let before = count(&metrics);
+    // Six renew periods of the leader: the follower only listens.
+    let mut watched = bs.clone();
+    let changed = tokio::time::timeout(Duration::from_secs(3), watched.changed()).await;
+    assert!(
+        changed.is_err(),
+        "follower state changed at steady state: {:?}",
+        *bs.borrow()
+    );
+    assert_eq!(
+        count(&metrics),
+        before,
+        "follower requests at steady state:\n{}",
+        metrics.render()
+    );
+    b.shutdown().await;
+    a.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_changes_are_recorded_as_events_on_the_lease() -> Result<()> {
+    use k8s_openapi::api::core::v1::Event;
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "events").await?;
+    let admin = plane.admin_client().await?;
+    let a = Elector::builder(admin.clone(), ns.name(), LEASE, "admin-candidate")
+        .timings(timings())
+        .emit_events(true)
+        .spawn()?;
+    leading(&mut a.state(), Duration::from_secs(10)).await?;
+    a.shutdown().await;
+    let events: Api<Event> = Api::namespaced(admin, ns.name());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let list = events.list(&Default::default()).await?;
+        let messages: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("LeaderElection")
+                    && e.involved_object.name.as_deref() == Some(LEASE)
+            })
+            .filter_map(|e| e.message.clone())
+            .collect();
+        if messages
+            .iter()
+            .any(|m| m == "admin-candidate became leader")
+            && messages
+                .iter()
+                .any(|m| m == "admin-candidate stopped leading")
+        {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("events not recorded: {messages:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,5 +1,5 @@
-//! Optional Kubernetes Events on the Lease ("<id> became leader" /
-//! "<id> stopped leading", reason `LeaderElection`), as client-go records.
+//! Optional Kubernetes Events on the Lease (`<id> became leader` /
+//! `<id> stopped leading`, reason `LeaderElection`), as client-go records.
 
 use std::time::Duration;
 

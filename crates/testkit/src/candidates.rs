@@ -85,6 +85,8 @@ struct Member {
     leading: bool,
     // Signalled to stop: its leadership may end at any moment until it exits.
     departing: bool,
+    // Printed a line since it was (re)started, so its signal handlers are set.
+    reported: bool,
 }
 
 /// Several candidates on one Lease, watched line by line.
@@ -123,6 +125,7 @@ impl Fleet {
             child: None,
             leading: false,
             departing: false,
+            reported: false,
         });
         self.restart(idx)?;
         Ok(idx)
@@ -180,6 +183,7 @@ impl Fleet {
         });
         m.child = Some(child);
         m.departing = false;
+        m.reported = false;
         Ok(())
     }
 
@@ -246,20 +250,36 @@ impl Fleet {
         }
     }
 
-    /// Waits until some running member leads; returns it and its report.
-    pub async fn wait_for_leader(&mut self, within: Duration) -> Result<(usize, Report)> {
-        if let Some(idx) = self.leader() {
-            let report = self
-                .history
-                .iter()
-                .rev()
-                .find(|r| r.identity == self.members[idx].spec.identity);
-            if let Some(r) = report.cloned() {
-                return Ok((idx, r));
-            }
+    /// Waits until member `idx` has printed its first line since it was
+    /// started. Both candidate programs set up their signal handling before
+    /// that line, so a SIGTERM sent earlier could kill one unhandled.
+    pub async fn wait_started(&mut self, idx: usize, within: Duration) -> Result<()> {
+        if self.members[idx].reported {
+            return Ok(());
         }
-        self.wait_for(within, "a leader", |_, _, r| r.state == State::Leading)
-            .await
+        let what = format!("{} to start", self.members[idx].spec.identity);
+        self.wait_for(within, &what, |f, _, _| f.members[idx].reported)
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until some running member leads; returns it and its latest
+    /// report. Reports read while waiting for something else (say, a process
+    /// to exit) count too.
+    pub async fn wait_for_leader(&mut self, within: Duration) -> Result<(usize, Report)> {
+        if self.leader().is_none() {
+            self.wait_for(within, "a leader", |f, _, _| f.leader().is_some())
+                .await?;
+        }
+        let idx = self.leader().ok_or_else(|| anyhow!("leader vanished"))?;
+        let identity = &self.members[idx].spec.identity;
+        let report = self.history.iter().rev().find(|r| &r.identity == identity);
+        Ok((
+            idx,
+            report
+                .cloned()
+                .ok_or_else(|| anyhow!("leader without a report"))?,
+        ))
     }
 
     fn apply(&mut self, event: Event) -> Result<Option<(usize, Report)>> {
@@ -287,15 +307,18 @@ impl Fleet {
                     }
                 }
                 self.members[idx].leading = leading;
+                self.members[idx].reported = true;
                 self.history.push(report.clone());
                 Ok(Some((idx, report)))
             }
         }
     }
 
-    /// Sends SIGTERM to member `idx` and waits (bounded) until it has exited,
-    /// handling its last reports. Fails if it does not exit with status 0.
+    /// Sends SIGTERM to member `idx` (once it has started) and waits
+    /// (bounded) until it has exited, handling its last reports. Fails if it
+    /// does not exit with status 0.
     pub async fn terminate(&mut self, idx: usize, within: Duration) -> Result<()> {
+        self.wait_started(idx, within).await?;
         self.members[idx].departing = true;
         let pid = self.members[idx]
             .child

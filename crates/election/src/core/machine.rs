@@ -816,6 +816,16 @@ impl Core {
             return;
         }
         self.unconfirmed.retain(|t| record.is_term(t));
+        // The watch often shows our own acquire before its answer arrives:
+        // that is not "following ourselves", the answer decides in a moment.
+        if let Some(InFlight {
+            kind: OpKind::Acquire(term),
+            ..
+        }) = &self.op
+            && record.is_term(term)
+        {
+            return;
+        }
         self.publish_following();
     }
 

@@ -595,3 +595,26 @@ fn a_conflict_renews_a_watch_that_missed_the_write() {
     );
     assert!(h.watch_id() != w);
 }
+
+#[test]
+fn our_acquire_seen_on_the_watch_first_is_not_reported_as_following_ourselves() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::NotFound);
+    let Some(Action::Create { record, .. }) = h.out.last().cloned() else {
+        panic!("no create: {:?}", h.out)
+    };
+    // The API server's watch event often beats the answer to the write.
+    let before = h.out.len();
+    h.watch(w, WatchEvent::Upsert(obs("1", record.clone())));
+    assert!(
+        !h.out[before..]
+            .iter()
+            .any(|a| matches!(a, Action::Following { holder: Some(x) } if x == ME)),
+        "{:?}",
+        &h.out[before..]
+    );
+    h.write(WriteResult::Ok(obs("1", record)));
+    assert!(h.has(|a| matches!(a, Action::StepUp { .. })), "{:?}", h.out);
+}

@@ -58,9 +58,11 @@ fn invalid_timings_and_flags_exit_2_with_the_reason() {
 }
 
 /// A command that marks itself running in `dir/<id>.running` (holding its
-/// term) and, on SIGTERM, removes the mark and logs that it stopped.
+/// term) and, on SIGTERM, removes the mark and logs that it stopped. It also
+/// prints to its stdout, which must not reach elect's stdout: the fleet fails
+/// on any line there that is not a JSON report.
 fn command(dir: &Path, id: &str) -> Vec<String> {
-    let script = r#"echo "$LEASEHOLD_TERM" > "$0/$1.running"; trap 'rm -f "$0/$1.running"; echo stopped >> "$0/$1.log"; exit 0' TERM; while :; do sleep 0.05; done"#;
+    let script = r#"echo "leader work of term $LEASEHOLD_TERM"; echo "$LEASEHOLD_TERM" > "$0/$1.running"; trap 'rm -f "$0/$1.running"; echo stopped >> "$0/$1.log"; exit 0' TERM; while :; do sleep 0.05; done"#;
     ["--", "sh", "-c", script, &dir.display().to_string(), id]
         .iter()
         .map(|s| s.to_string())
@@ -196,4 +198,53 @@ async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
         "command {pid} survived"
     );
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_dies_with_a_killed_elect() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("elect-orphan").await?;
+    let dir = tempfile::tempdir()?;
+    let pidfile = dir.path().join("pid");
+    // Ignores SIGTERM too: only the kernel's parent-death SIGKILL stops it.
+    let script = r#"trap '' TERM; echo $$ > "$0"; while :; do sleep 0.05; done"#;
+    let mut fleet = Fleet::new();
+    let a = fleet.spawn(Spec {
+        kind: Kind::Leasehold,
+        program: leasehold(),
+        lease: "orphan".into(),
+        namespace: ns.name().into(),
+        identity: ControlPlane::agent_user(4),
+        kubeconfig: plane.agent_kubeconfig(4),
+        timings: ["3s".into(), "2s".into(), "500ms".into()],
+        extra: ["--", "sh", "-c", script, &pidfile.display().to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    })?;
+    fleet.wait_for_leader(Duration::from_secs(10)).await?;
+    let pid = file_appears(&pidfile, Duration::from_secs(5)).await?;
+    fleet.kill(a, Duration::from_secs(5)).await?;
+    // The command is not our child, so it cannot be awaited: look, bounded.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while alive(&pid) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "leader-only command {pid} outlived its SIGKILLed elector"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Running and not a zombie waiting for its new parent to reap it.
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        })
+        .unwrap_or(false)
 }

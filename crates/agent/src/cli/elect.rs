@@ -257,6 +257,26 @@ fn line_key(state: &Leadership) -> (u8, Option<String>, Option<i32>) {
     }
 }
 
+/// Makes the kernel SIGKILL the command when elect dies, even by SIGKILL,
+/// so leader-only work can never outlive the elector that gates it. (The
+/// signal follows the spawning thread, a runtime worker that lives as long
+/// as the runtime.)
+fn die_with_parent(elect_pid: u32) -> std::io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid have no memory effects.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The parent may have died before prctl took effect.
+        if u32::try_from(libc::getppid()).ok() != Some(elect_pid) {
+            return Err(std::io::Error::other(
+                "elect exited before the command started",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the command for one term: started at step-up, SIGTERM at step-down,
 /// SIGKILL after `grace`.
 async fn run_while_leading(
@@ -265,12 +285,20 @@ async fn run_while_leading(
     token: CancellationToken,
     grace: Duration,
 ) {
-    let mut child = match Command::new(&command[0])
-        .args(&command[1..])
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
         .env("LEASEHOLD_TERM", term.transitions.to_string())
-        .kill_on_drop(true)
-        .spawn()
-    {
+        // stdout carries only our JSON lines, which tools parse; the
+        // command's own output goes to stderr beside our logs.
+        .stdout(std::io::stderr())
+        .kill_on_drop(true);
+    let elect_pid = std::process::id();
+    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and
+    // exec.
+    unsafe {
+        cmd.pre_exec(move || die_with_parent(elect_pid));
+    }
+    let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(command = %command[0], error = %e, "cannot start command");

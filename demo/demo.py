@@ -52,27 +52,31 @@ class Candidate:
         self.state = "unknown"
 
     def start(self) -> None:
-        work = f'echo "  [{self.identity}] leader-only work started"; trap "exit 0" TERM; while :; do sleep 1; done'
+        # elect writes the command's output to its stderr, beside its logs;
+        # the command marks its lines so the demo can show just those.
+        work = 'echo "WORK started leader-only work (term $LEASEHOLD_TERM)"; trap "exit 0" TERM; while :; do sleep 0.1; done'
         self.proc = subprocess.Popen(
             [str(self.binary), "elect", "--lease", LEASE, "--namespace", NS, "--identity", self.identity,
              "--kubeconfig", str(self.plane_dir / f"agent-{self.k}.kubeconfig"), *TIMINGS,
              "--", "sh", "-c", work],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._read_reports, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._read_work, args=(self.proc,), daemon=True).start()
 
-    def _read(self, proc: subprocess.Popen) -> None:
+    def _read_reports(self, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
             try:
-                report = json.loads(line)
+                self.events.put((self, json.loads(line), time.monotonic()))
             except json.JSONDecodeError:
-                print(f"  [{self.identity}] {line}")
-                continue
-            self.events.put((self, report, time.monotonic()))
+                pass
+
+    def _read_work(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("WORK "):
+                self.events.put((self, {"work": line[5:].strip()}, time.monotonic()))
 
     def signal(self, sig: int) -> None:
         if self.proc and self.proc.poll() is None:
@@ -97,6 +101,11 @@ class Demo:
                 cand, report, at = self.events.get(timeout=left)
             except queue.Empty:
                 continue
+            if "work" in report:
+                print(f"  [{cand.identity}] $ {report['work']}")
+                if until(cand, report):
+                    return cand, report, at
+                continue
             cand.state = report["state"]
             holder = report.get("holder")
             term = report.get("term")
@@ -108,7 +117,8 @@ class Demo:
         return next((c for c in self.candidates if c.state == "leading"), None)
 
     def wait_leader(self, exclude: Candidate | None = None) -> tuple[Candidate, float]:
-        cand, _, at = self.pump(lambda c, r: r["state"] == "leading" and c is not exclude, "a leader")
+        cand, _, at = self.pump(lambda c, r: r.get("state") == "leading" and c is not exclude, "a leader")
+        self.pump(lambda c, r: c is cand and "work" in r, f"{cand.identity}'s leader-only work")
         return cand, at
 
     def lease(self) -> dict:
@@ -139,7 +149,7 @@ class Demo:
         t0 = time.monotonic()
         controlplane.api(self.state, "PUT", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}", lease)
         old = leader
-        _, _, at = self.pump(lambda c, r: c is old and r["state"] != "leading", "the leader to step down")
+        _, _, at = self.pump(lambda c, r: c is old and r.get("state", "leading") != "leading", "the leader to step down")
         print(f"  -> {old.identity} stopped leading {1000 * (at - t0):.0f} ms after the overwrite")
         leader, at = self.wait_leader()
         print(f"  -> {leader.identity} leads once the intruder's lease expired, "
@@ -157,8 +167,9 @@ class Demo:
             c.start()
         pending = {stopped.identity, killed.identity}
 
-        def all_reported(c: Candidate, _report: dict) -> bool:
-            pending.discard(c.identity)
+        def all_reported(c: Candidate, report: dict) -> bool:
+            if report.get("state") == "following" and report.get("holder"):
+                pending.discard(c.identity)
             return not pending
 
         self.pump(all_reported, "the restarted candidates to report")

@@ -6,8 +6,8 @@ use std::process::Command as StdCommand;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use leasehold_testkit::ControlPlane;
 use leasehold_testkit::candidates::{Fleet, Kind, Spec, State};
+use leasehold_testkit::{ControlPlane, process_running};
 
 fn leasehold() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_leasehold"))
@@ -162,21 +162,24 @@ async fn command_runs_only_while_leading_and_restarts_on_reelection() -> Result<
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
+/// A leader running a command that ignores SIGTERM, and that command's pid.
+async fn leading_with_stubborn_command(
+    fleet: &mut Fleet,
+    lease: &str,
+    k: u32,
+    dir: &Path,
+) -> Result<(usize, String)> {
     let plane = ControlPlane::shared();
-    let ns = plane.namespace("elect-kill").await?;
-    let dir = tempfile::tempdir()?;
-    let pidfile = dir.path().join("pid");
+    let ns = plane.namespace(lease).await?;
+    let pidfile = dir.join("pid");
     let script = r#"trap '' TERM; echo $$ > "$0"; while :; do sleep 0.05; done"#;
-    let mut fleet = Fleet::new();
-    let a = fleet.spawn(Spec {
+    let idx = fleet.spawn(Spec {
         kind: Kind::Leasehold,
         program: leasehold(),
-        lease: "stubborn".into(),
+        lease: lease.into(),
         namespace: ns.name().into(),
-        identity: ControlPlane::agent_user(3),
-        kubeconfig: plane.agent_kubeconfig(3),
+        identity: ControlPlane::agent_user(k),
+        kubeconfig: plane.agent_kubeconfig(k),
         timings: ["3s".into(), "2s".into(), "500ms".into()],
         extra: ["--", "sh", "-c", script, &pidfile.display().to_string()]
             .iter()
@@ -185,6 +188,14 @@ async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
     })?;
     fleet.wait_for_leader(Duration::from_secs(10)).await?;
     let pid = file_appears(&pidfile, Duration::from_secs(5)).await?;
+    Ok((idx, pid))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fleet = Fleet::new();
+    let (a, pid) = leading_with_stubborn_command(&mut fleet, "stubborn", 3, dir.path()).await?;
     let started = tokio::time::Instant::now();
     fleet.terminate(a, Duration::from_secs(5)).await?;
     // Grace is 0.4 × (lease_duration − renew_deadline) = 400 ms.
@@ -202,32 +213,15 @@ async fn a_command_ignoring_sigterm_is_killed_within_the_grace() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_dies_with_a_killed_elect() -> Result<()> {
-    let plane = ControlPlane::shared();
-    let ns = plane.namespace("elect-orphan").await?;
     let dir = tempfile::tempdir()?;
-    let pidfile = dir.path().join("pid");
-    // Ignores SIGTERM too: only the kernel's parent-death SIGKILL stops it.
-    let script = r#"trap '' TERM; echo $$ > "$0"; while :; do sleep 0.05; done"#;
     let mut fleet = Fleet::new();
-    let a = fleet.spawn(Spec {
-        kind: Kind::Leasehold,
-        program: leasehold(),
-        lease: "orphan".into(),
-        namespace: ns.name().into(),
-        identity: ControlPlane::agent_user(4),
-        kubeconfig: plane.agent_kubeconfig(4),
-        timings: ["3s".into(), "2s".into(), "500ms".into()],
-        extra: ["--", "sh", "-c", script, &pidfile.display().to_string()]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    })?;
-    fleet.wait_for_leader(Duration::from_secs(10)).await?;
-    let pid = file_appears(&pidfile, Duration::from_secs(5)).await?;
+    // The command ignores SIGTERM too: only the parent-death SIGKILL stops it.
+    let (a, pid) = leading_with_stubborn_command(&mut fleet, "orphan", 4, dir.path()).await?;
     fleet.kill(a, Duration::from_secs(5)).await?;
+    let pid: u32 = pid.parse()?;
     // The command is not our child, so it cannot be awaited: look, bounded.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while alive(&pid) {
+    while process_running(pid) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "leader-only command {pid} outlived its SIGKILLed elector"
@@ -235,16 +229,4 @@ async fn the_command_dies_with_a_killed_elect() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
-}
-
-/// Running and not a zombie waiting for its new parent to reap it.
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        })
-        .unwrap_or(false)
 }

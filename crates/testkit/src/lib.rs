@@ -18,8 +18,10 @@
 pub mod candidates;
 mod namespace;
 mod plane;
+mod process;
 mod proxy;
 
 pub use namespace::{LEASE_VERBS, ROLE, TestNamespace};
 pub use plane::{AGENTS, BASE_NAMESPACE, Component, ControlPlane};
+pub use process::process_running;
 pub use proxy::{Fault, FaultProxy};

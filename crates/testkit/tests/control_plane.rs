@@ -322,16 +322,7 @@ fn dropping_a_dedicated_plane_stops_its_processes() {
     ];
     drop(plane);
     for pid in pids {
-        let gone = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => true,
-            // Exited but not yet reaped by its new parent counts as gone.
-            Ok(stat) => {
-                stat.rsplit(')')
-                    .next()
-                    .and_then(|s| s.split_whitespace().next())
-                    == Some("Z")
-            }
-        };
+        let gone = !leasehold_testkit::process_running(pid);
         assert!(gone, "pid {pid} still running after drop");
     }
 }

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
+use leasehold_testkit::process_running;
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,17 +34,6 @@ fn pids(dir: &Path) -> Vec<(String, u32)> {
             )
         })
         .collect()
-}
-
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                != Some("Z")
-        })
-        .unwrap_or(false)
 }
 
 async fn client(path: &Path) -> Client {
@@ -78,7 +68,7 @@ async fn up_writes_the_documented_files_and_down_stops_everything() {
     let recorded = pids(dir.path());
     let names: Vec<&str> = recorded.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["etcd", "kube-apiserver"]);
-    assert!(recorded.iter().all(|(_, pid)| running(*pid)));
+    assert!(recorded.iter().all(|(_, pid)| process_running(*pid)));
     let versions = std::fs::read_to_string(dir.path().join("versions")).unwrap();
     assert!(
         versions
@@ -130,7 +120,10 @@ async fn up_writes_the_documented_files_and_down_stops_everything() {
         String::from_utf8_lossy(&down.stderr)
     );
     for (name, pid) in recorded {
-        assert!(!running(pid), "{name} (pid {pid}) still running after down");
+        assert!(
+            !process_running(pid),
+            "{name} (pid {pid}) still running after down"
+        );
     }
     assert!(
         run("down", &["--dir", d]).status.success(),

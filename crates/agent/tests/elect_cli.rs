@@ -13,48 +13,38 @@ fn leasehold() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_leasehold"))
 }
 
-#[test]
-fn invalid_timings_and_flags_exit_2_with_the_reason() {
+/// Runs `leasehold elect ARGS`, which must exit 2; returns its stderr.
+fn elect_rejects(args: &[&str]) -> String {
     let out = StdCommand::new(leasehold())
-        .args([
-            "elect",
-            "--lease",
-            "l",
-            "--identity",
-            "a",
-            "--lease-duration",
-            "2s",
-            "--renew-deadline",
-            "3s",
-        ])
+        .arg("elect")
+        .args(args)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "elect {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn invalid_timings_and_flags_exit_2_with_the_reason() {
+    let err = elect_rejects(&[
+        "--lease",
+        "l",
+        "--identity",
+        "a",
+        "--lease-duration",
+        "2s",
+        "--renew-deadline",
+        "3s",
+    ]);
     assert!(
         err.contains("lease duration must be greater than renew deadline"),
         "{err}"
     );
     assert!(err.contains("2s") && err.contains("3s"), "{err}");
-    let out = StdCommand::new(leasehold())
-        .args([
-            "elect",
-            "--lease",
-            "l",
-            "--identity",
-            "a",
-            "--retry-period",
-            "fast",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid duration"));
-    let out = StdCommand::new(leasehold())
-        .args(["elect", "--identity", "a"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "missing --lease");
+    let err = elect_rejects(&["--lease", "l", "--identity", "a", "--retry-period", "fast"]);
+    assert!(err.contains("invalid duration"), "{err}");
+    // Missing --lease.
+    elect_rejects(&["--identity", "a"]);
 }
 
 /// A command that marks itself running in `dir/<id>.running` (holding its

@@ -51,16 +51,32 @@ async fn wait(
     what: &str,
     pred: impl Fn(&Leadership) -> bool,
 ) -> Result<Leadership> {
-    let found = match tokio::time::timeout(within, rx.wait_for(|s| pred(s))).await {
-        Ok(Ok(s)) => Ok(s.clone()),
-        Ok(Err(_)) => Err(format!("elector ended while waiting for {what}")),
-        Err(_) => Err(String::new()),
-    };
-    match found {
-        Ok(s) => Ok(s),
-        Err(e) if !e.is_empty() => bail!(e),
+    // Owned before matching, so the receiver is free again for the message.
+    let outcome = tokio::time::timeout(within, rx.wait_for(|s| pred(s)))
+        .await
+        .map(|r| r.map(|s| s.clone()));
+    match outcome {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(_)) => bail!("elector ended while waiting for {what}"),
         Err(_) => bail!("no {what} within {within:?}; state is {:?}", *rx.borrow()),
     }
+}
+
+/// Waits (5 s at most) until the candidate follows agent `k`.
+async fn following(rx: &mut watch::Receiver<Leadership>, k: u32) -> Result<()> {
+    let holder = Some(identity(k));
+    wait(
+        rx,
+        Duration::from_secs(5),
+        &format!("following agent-{k}"),
+        |s| {
+            *s == Leadership::Following {
+                holder: holder.clone(),
+            }
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 async fn leading(rx: &mut watch::Receiver<Leadership>, within: Duration) -> Result<i32> {
@@ -174,12 +190,7 @@ async fn takeover_after_the_leader_is_killed_without_release() -> Result<()> {
     leading(&mut a.state, Duration::from_secs(10)).await?;
     let b = candidate(plane, 2, ns.name()).await?;
     let mut bs = b.state();
-    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
-        *s == Leadership::Following {
-            holder: Some(identity(1)),
-        }
-    })
-    .await?;
+    following(&mut bs, 1).await?;
     a.kill();
     let killed = tokio::time::Instant::now();
     // Expiry is 3 s after B last saw A's renewal; allow a margin.
@@ -203,12 +214,7 @@ async fn release_hands_over_well_before_expiry() -> Result<()> {
     leading(&mut a_state, Duration::from_secs(10)).await?;
     let b = candidate(plane, 2, ns.name()).await?;
     let mut bs = b.state();
-    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
-        *s == Leadership::Following {
-            holder: Some(identity(1)),
-        }
-    })
-    .await?;
+    following(&mut bs, 1).await?;
     a.shutdown().await;
     let released = tokio::time::Instant::now();
     assert_eq!(*a_state.borrow(), Leadership::Stopped);
@@ -329,12 +335,7 @@ async fn watch_forbidden_falls_back_to_polling_and_still_elects() -> Result<()> 
     leading(&mut a_state, Duration::from_secs(10)).await?;
     let b = candidate(plane, 2, ns.name()).await?;
     let mut bs = b.state();
-    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
-        *s == Leadership::Following {
-            holder: Some(identity(1)),
-        }
-    })
-    .await?;
+    following(&mut bs, 1).await?;
     a.shutdown().await;
     // Found by polling: within the 1–2.2 × retry period jitter.
     assert_eq!(leading(&mut bs, Duration::from_secs(3)).await?, 1);
@@ -384,12 +385,7 @@ async fn partitioned_leader_stops_before_the_other_takes_over_and_follows_after_
     leading(&mut st, Duration::from_secs(10)).await?;
     let b = candidate(plane, 2, ns.name()).await?;
     let mut bs = b.state();
-    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
-        *s == Leadership::Following {
-            holder: Some(identity(1)),
-        }
-    })
-    .await?;
+    following(&mut bs, 1).await?;
     proxy.blackhole();
     let cut = tokio::time::Instant::now();
     wait(
@@ -444,12 +440,7 @@ async fn a_watching_follower_sends_no_requests_at_steady_state() -> Result<()> {
         .metrics(metrics.clone())
         .spawn()?;
     let mut bs = b.state();
-    wait(&mut bs, Duration::from_secs(5), "following agent-1", |s| {
-        *s == Leadership::Following {
-            holder: Some(identity(1)),
-        }
-    })
-    .await?;
+    following(&mut bs, 1).await?;
     let label = format!("{}/{LEASE}", ns.name());
     let count = |m: &SimpleMetrics| {
         ["get", "create", "update", "watch"]

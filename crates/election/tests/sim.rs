@@ -317,6 +317,12 @@ impl Sim {
         });
     }
 
+    /// Tells instance `inst` of candidate `c`, at `at`, that its watch ended.
+    fn end_watch(&mut self, at: u64, c: usize, inst: u64, watch: WatchId) {
+        let event = WatchEvent::Ended;
+        self.push(at, Ev::ToCore(c, inst, Input::Watch { watch, event }));
+    }
+
     fn faulty(&self) -> bool {
         self.now < self.p.fault_end
     }
@@ -412,17 +418,7 @@ impl Sim {
                     self.server.watchers.retain(|w| w.cand != c);
                     for (inst, watch) in broken {
                         let at = self.rng.range(self.now, heal + 1);
-                        self.push(
-                            at,
-                            Ev::ToCore(
-                                c,
-                                inst,
-                                Input::Watch {
-                                    watch,
-                                    event: WatchEvent::Ended,
-                                },
-                            ),
-                        );
+                        self.end_watch(at, c, inst, watch);
                     }
                 }
             }
@@ -682,17 +678,7 @@ impl Sim {
         let (c, inst, watch) = (w.cand, w.inst, w.watch);
         self.push(at, Ev::ToCore(c, inst, Input::Watch { watch, event }));
         if self.faulty() && self.rng.chance(self.p.p_watch_end) {
-            self.push(
-                at,
-                Ev::ToCore(
-                    c,
-                    inst,
-                    Input::Watch {
-                        watch,
-                        event: WatchEvent::Ended,
-                    },
-                ),
-            );
+            self.end_watch(at, c, inst, watch);
             self.server.watchers[i].next_free = u64::MAX;
         }
     }

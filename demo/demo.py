@@ -121,8 +121,17 @@ class Demo:
         self.pump(lambda c, r: c is cand and "work" in r, f"{cand.identity}'s leader-only work")
         return cand, at
 
+    def replace_leader(self, leader: Candidate, sig: int) -> tuple[Candidate, float]:
+        """Signals the leader; returns its successor and seconds until it led."""
+        t0 = time.monotonic()
+        leader.signal(sig)
+        successor, at = self.wait_leader(exclude=leader)
+        return successor, at - t0
+
+    LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}"
+
     def lease(self) -> dict:
-        return controlplane.api(self.state, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}")
+        return controlplane.api(self.state, "GET", self.LEASE_PATH)
 
     def show_lease(self) -> None:
         spec = self.lease().get("spec", {})
@@ -137,17 +146,15 @@ class Demo:
         self.show_lease()
 
         say(f"SIGTERM to the leader {leader.identity}: it stops its work, releases, another leads")
-        t0 = time.monotonic()
-        leader.signal(signal.SIGTERM)
         stopped = leader
-        leader, at = self.wait_leader(exclude=stopped)
-        print(f"  -> {leader.identity} leads {1000 * (at - t0):.0f} ms after the SIGTERM")
+        leader, took = self.replace_leader(stopped, signal.SIGTERM)
+        print(f"  -> {leader.identity} leads {1000 * took:.0f} ms after the SIGTERM")
 
         say(f"an admin overwrites the holder of {LEASE} (the incumbents' duplicate-data recipe)")
         lease = self.lease()
         lease["spec"]["holderIdentity"] = "intruder"
         t0 = time.monotonic()
-        controlplane.api(self.state, "PUT", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}", lease)
+        controlplane.api(self.state, "PUT", self.LEASE_PATH, lease)
         old = leader
         _, _, at = self.pump(lambda c, r: c is old and r.get("state", "leading") != "leading", "the leader to step down")
         print(f"  -> {old.identity} stopped leading {1000 * (at - t0):.0f} ms after the overwrite")
@@ -156,11 +163,9 @@ class Demo:
               f"{at - t0:.1f} s after the overwrite")
 
         say(f"SIGKILL to the leader {leader.identity}: no release, the lease must expire")
-        t0 = time.monotonic()
-        leader.signal(signal.SIGKILL)
         killed = leader
-        leader, at = self.wait_leader(exclude=killed)
-        print(f"  -> {leader.identity} leads {at - t0:.1f} s after the kill (lease duration 6 s)")
+        leader, took = self.replace_leader(killed, signal.SIGKILL)
+        print(f"  -> {leader.identity} leads {took:.1f} s after the kill (lease duration 6 s)")
 
         say("the stopped and the killed candidate come back: nobody ever leaves the election")
         for c in (stopped, killed):

@@ -16,5 +16,6 @@ mod driver;
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{
     BuildError, ElectionHandle, Elector, ElectorBuilder, HealthCheck, LeaderTask, Leadership,
-    Metrics, NoMetrics, SimpleMetrics, StateHook,
+    LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics, SimpleMetrics, StateChange,
+    StateHook,
 };

@@ -1,9 +1,9 @@
-//! What goes into the core (inputs) and what comes out (actions).
+//! What goes into the core (observations) and what comes out of it
+//! (requests to perform and events to report).
 
 use std::time::Duration;
 
 use super::record::{LeaseRecord, Observed, Term};
-use super::time::Instant;
 
 /// Identifies one API request, so a late answer to an abandoned request is
 /// recognised and ignored.
@@ -16,6 +16,7 @@ pub struct WatchId(pub u64);
 
 /// Why a request failed, as far as the election cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Failure {
     /// 403: missing RBAC rights. Retried with backoff; the driver explains.
     Forbidden,
@@ -25,19 +26,21 @@ pub enum Failure {
     Other,
 }
 
-/// Result of a `Get`.
+/// Result of a read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReadResult {
     /// The Lease exists.
     Found(Observed),
-    /// 404: there is no Lease yet.
+    /// 404: there is no Lease.
     NotFound,
     /// The read failed.
     Failed(Failure),
 }
 
-/// Result of a `Create` or `Update`.
+/// Result of a create or update.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WriteResult {
     /// Written; the Lease as stored by the API server.
     Ok(Observed),
@@ -51,6 +54,7 @@ pub enum WriteResult {
 
 /// One item of the watch stream on the single Lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WatchEvent {
     /// The server accepted the watch request.
     Started,
@@ -68,56 +72,32 @@ pub enum WatchEvent {
     Failed(Failure),
 }
 
-/// A timer the core asks the driver to keep. One per kind; setting a kind
-/// again replaces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TimerKind {
-    /// The leader's next renew is due.
-    Renew,
-    /// The leader's renew deadline: step down if not renewed by then.
-    RenewDeadline,
-    /// The known record expires; attempt to acquire at this instant.
-    Expiry,
-    /// Poll the Lease (only while the watch is down).
-    Poll,
-    /// End of a backoff after a failed request.
-    Backoff,
-    /// Try to start the watch again.
-    WatchRetry,
-    /// The in-flight request's timeout.
-    Request,
-    /// Give up releasing during shutdown.
-    StopDeadline,
+/// How the leader-only work of a term ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkEnd {
+    /// Every task and process of the work is gone.
+    Stopped,
+    /// The work ignored cancellation and could not be confirmed gone. The
+    /// election goes on without it, but a lease it may still act under is
+    /// never released (it is left to expire).
+    Abandoned,
 }
 
-impl TimerKind {
-    pub(crate) const ALL: [TimerKind; 8] = [
-        TimerKind::Renew,
-        TimerKind::RenewDeadline,
-        TimerKind::Expiry,
-        TimerKind::Poll,
-        TimerKind::Backoff,
-        TimerKind::WatchRetry,
-        TimerKind::Request,
-        TimerKind::StopDeadline,
-    ];
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// An observation fed to the core.
+/// An observation fed to the core. Each variant has its own `handle_*`
+/// method on [`Core`](super::Core); this enum serves drivers and
+/// simulations that queue observations.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
-    /// A `Get` finished.
+    /// A read finished.
     ReadDone {
         /// The request.
         op: OpId,
         /// Its result.
         result: ReadResult,
     },
-    /// A `Create` or `Update` finished.
+    /// A create or update finished.
     WriteDone {
         /// The request.
         op: OpId,
@@ -131,24 +111,31 @@ pub enum Input {
         /// What arrived.
         event: WatchEvent,
     },
-    /// A timer set with [`Action::SetTimer`] is due.
-    TimerFired(TimerKind),
-    /// Stop: step down, release if configured, then emit [`Action::Stopped`].
+    /// The instant of [`Core::poll_timeout`](super::Core::poll_timeout) has passed.
+    Timeout,
+    /// The driver's watchdog cancelled the leader-only work at the renew
+    /// deadline while the loop could not run: the term is over.
+    WatchdogFired,
+    /// Stop: step down, release if configured, then emit [`Event::Stopped`].
     Shutdown,
-    /// The leader-only work of the last term has completely stopped.
-    LeaderWorkStopped,
+    /// The leader-only work of the last term has ended.
+    WorkEnded(WorkEnd),
 }
 
 /// Why a leader stopped leading.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StepDownReason {
     /// The Lease names another holder.
     OtherHolder(String),
     /// The Lease names this identity but with a term this process did not write.
     OtherTerm,
+    /// The holder was cleared by someone else (not a release of ours).
+    Cleared,
     /// The Lease was deleted.
     Deleted,
-    /// No successful renew for `renew_deadline`.
+    /// No successful renew for `renew_deadline` (or for the shortened
+    /// duration an edit left in the record).
     RenewDeadline,
     /// Shutdown was requested.
     Shutdown,
@@ -156,10 +143,11 @@ pub enum StepDownReason {
 
 /// Something the core noticed that an operator should know.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Warning {
     /// The record's duration is far above the configured one (honoured).
     SuspiciousDuration {
-        /// The holder that wrote it.
+        /// The holder named in the record.
         holder: String,
         /// `leaseDurationSeconds` found.
         seconds: i32,
@@ -171,13 +159,34 @@ pub enum Warning {
         /// The holder named in it.
         holder: String,
     },
+    /// Our own term's record was edited to a duration shorter than our
+    /// renew deadline: renewing at once, stepping down if that fails.
+    ShortenedDuration {
+        /// `leaseDurationSeconds` found.
+        seconds: i32,
+    },
+    /// The record's `leaseTransitions` went below a value seen before (a
+    /// third-party edit); new terms continue above the highest seen.
+    TransitionsWentBack {
+        /// The value found.
+        found: i32,
+        /// The highest seen before.
+        highest: i32,
+    },
+    /// The leader-only work ignored cancellation; the lease of its term is
+    /// left to expire instead of being released.
+    WorkAbandoned {
+        /// The term whose work may still run.
+        term: Term,
+    },
     /// Watching is forbidden: the candidate polls instead.
     WatchForbidden,
 }
 
-/// Something the core asks the driver to do (or to tell the world).
+/// An API request (or watch control) for the driver to perform.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+#[non_exhaustive]
+pub enum Request {
     /// Read the Lease.
     Get {
         /// Request id to answer with.
@@ -194,13 +203,15 @@ pub enum Action {
         /// Per-call timeout.
         timeout: Duration,
     },
-    /// Replace the Lease's record, conditional on `resource_version`.
+    /// Replace the Lease's record, conditional on `resource_version`. The
+    /// rest of the object (metadata, `strategy`, `preferredHolder`) must be
+    /// taken from the object read at exactly that resourceVersion.
     Update {
         /// Request id to answer with.
         op: OpId,
-        /// The record to write (other spec fields stay as found).
+        /// The record to write.
         record: LeaseRecord,
-        /// The last resourceVersion read; the write fails with 409 if stale.
+        /// The resourceVersion the write is based on; 409 if stale.
         resource_version: String,
         /// Per-call timeout.
         timeout: Duration,
@@ -214,34 +225,55 @@ pub enum Action {
     },
     /// Close the watch stream.
     StopWatch,
-    /// Deliver [`Input::TimerFired`] at `at` (replaces the previous one of this kind).
-    SetTimer {
-        /// Which timer.
-        kind: TimerKind,
-        /// When.
-        at: Instant,
-    },
-    /// Forget the timer of this kind.
-    CancelTimer(TimerKind),
-    /// This process now leads. Start leader-only work.
+    /// Abandon the request in flight (its answer would be ignored).
+    Abandon(OpId),
+}
+
+impl Request {
+    /// The request id, for requests that are answered.
+    pub fn op(&self) -> Option<OpId> {
+        match self {
+            Request::Get { op, .. } | Request::Create { op, .. } | Request::Update { op, .. } => {
+                Some(*op)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Something the election reports. Drivers handle events before requests:
+/// a step-down cancels leader-only work before anything else happens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// This process now leads a new term it acquired. Start leader-only work.
     StepUp {
-        /// The term begun (or resumed).
+        /// The term begun.
         term: Term,
     },
     /// This process no longer leads. Cancel leader-only work now, then
-    /// report [`Input::LeaderWorkStopped`].
+    /// report [`Input::WorkEnded`].
     StepDown {
+        /// The term that ended.
+        term: Term,
         /// Why.
         reason: StepDownReason,
     },
-    /// Not leading; the Lease's holder as last seen (`None` if free or absent).
+    /// Not leading; the Lease's holder as last seen (`None` if free,
+    /// absent, or a leftover term of this process).
     Following {
         /// Current holder.
         holder: Option<String>,
     },
+    /// A renew (or the acquiring write) succeeded; the step-down deadline
+    /// moved. Drivers re-arm their watchdog from [`Core::step_down_deadline`](super::Core::step_down_deadline).
+    Renewed,
+    /// The leader had to re-read the Lease before writing (client-go's
+    /// "slow path").
+    SlowPath,
     /// The lease was released for others to take at once.
     Released,
-    /// The core has finished; no more actions follow.
+    /// The core has finished; no more requests or events follow.
     Stopped,
     /// Report this to the operator.
     Warn(Warning),

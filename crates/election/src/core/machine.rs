@@ -1,18 +1,23 @@
-//! The election state machine. See the crate docs for the rules; each rule
-//! is implemented in exactly one place below and named in a comment.
+//! The candidate state machine: its state, its inputs (`handle_*`) and
+//! its outputs (`poll_*`). The rules live in the sibling modules, one job
+//! each: `view` (what the Lease says and when it may be taken), `ops`
+//! (requests and their answers), `leading` (terms and step-down),
+//! `watching` (the watch and polling), `stopping` (shutdown).
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
 use super::io::{
-    Action, Failure, Input, OpId, ReadResult, StepDownReason, TimerKind, Warning, WatchEvent,
-    WatchId, WriteResult,
+    Event, Input, OpId, ReadResult, Request, WatchEvent, WatchId, WorkEnd, WriteResult,
 };
-use super::record::{LeaseRecord, Observed, Term};
+use super::phase::{Leader, Phase};
+use super::record::{Observed, Term};
 use super::rng::Rng;
 use super::time::{Instant, WallTime};
+use super::timers::{TimerKind, Timers};
 use super::timings::Timings;
+use super::view::View;
 
 /// Settings of one candidate.
 #[derive(Clone, Debug)]
@@ -29,6 +34,7 @@ pub struct Config {
 
 /// The configuration cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// An empty identity would read as "released" to every other candidate.
     EmptyIdentity,
@@ -44,109 +50,88 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// What this candidate last knew about the Lease.
+/// What a request in flight is for.
 #[derive(Clone, Debug)]
-enum Known {
-    /// Never read.
-    Unknown,
-    /// The Lease does not exist.
-    Absent,
-    /// The Lease as last seen.
-    Present(Observed),
-}
-
-#[derive(Clone, Debug)]
-struct Leader {
-    term: Term,
-    resource_version: String,
-    /// Start of the last successful renew (or of the acquiring write).
-    last_success_start: Instant,
-    /// Renews whose outcome is unknown: their renewTime and send instant,
-    /// credited if the record later shows them applied.
-    unknown_renews: Vec<(WallTime, Instant)>,
-}
-
-#[derive(Clone, Debug)]
-enum OpKind {
+pub(super) enum OpKind {
     Read,
-    /// Create, takeover, or confirmation of a term of ours.
+    /// Create or takeover of a new term.
     Acquire(Term),
     Renew(WallTime),
+    /// While draining: rewrite our old term's record with our duration,
+    /// so an edit that shortened it cannot let anyone in before our work
+    /// has stopped.
+    Fence,
     Release,
 }
 
 #[derive(Clone, Debug)]
-struct InFlight {
-    id: OpId,
-    kind: OpKind,
-    sent_at: Instant,
+pub(super) struct InFlight {
+    pub(super) id: OpId,
+    pub(super) kind: OpKind,
+    pub(super) sent_at: Instant,
 }
 
+/// Where the watch on the Lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WatchState {
+pub(super) enum WatchState {
     Down,
     Starting,
     Up,
     Forbidden,
 }
 
-const MAX_UNCONFIRMED: usize = 4;
-const MAX_UNKNOWN_RENEWS: usize = 8;
-/// A record duration above this multiple of ours is reported as suspicious.
-const SUSPICIOUS_FACTOR: u32 = 4;
+/// How many terms of ours are remembered (acquire attempts whose outcome
+/// is unknown, terms led before).
+pub(super) const MAX_OWN_TERMS: usize = 8;
 
-/// One candidate's election logic: feed [`Input`]s with the current instant
-/// through [`Core::handle`], then perform every [`Action`] from
-/// [`Core::poll_action`]. Deterministic: no clock, no I/O, no threads.
+/// One candidate's election logic, in the sans-IO style: feed observations
+/// through the `handle_*` methods with the current instant, then drain
+/// [`Core::poll_event`] (first) and [`Core::poll_request`], and call
+/// [`Core::handle_timeout`] once [`Core::poll_timeout`] has passed.
+/// Deterministic: no clock, no I/O, no threads.
 #[derive(Debug)]
 pub struct Core {
-    id: String,
-    timings: Timings,
-    release_on_shutdown: bool,
-    rng: Rng,
+    pub(super) id: String,
+    pub(super) timings: Timings,
+    pub(super) release_on_shutdown: bool,
+    pub(super) rng: Rng,
 
-    known: Known,
-    /// When `known` last changed, on the local monotonic clock.
-    observed_at: Instant,
-    /// Latest resourceVersion seen anywhere (watch resume point).
-    last_rv: Option<String>,
-    leader: Option<Leader>,
-    /// Terms of ours the server may hold that we are not leading on:
-    /// acquire attempts with unknown outcome, a term lost by deadline.
-    unconfirmed: Vec<Term>,
-    work_running: bool,
+    pub(super) phase: Phase,
+    pub(super) view: View,
+    /// Terms this process wrote that it does not lead now; a record still
+    /// showing one may be taken at once (with a new term) once no work runs.
+    pub(super) own_terms: Vec<Term>,
+    /// Terms whose work may still run: never released.
+    pub(super) abandoned: Vec<Term>,
 
-    op: Option<InFlight>,
-    next_op: u64,
+    pub(super) op: Option<InFlight>,
+    pub(super) next_op: u64,
     /// The next request must be a read (start, after a conflict or failure).
-    read_due: bool,
-    /// The leader's renew is due (set when the Renew timer passes, cleared
-    /// by a successful renew), so no timer is ever left in the past.
-    renew_due: bool,
+    pub(super) read_due: bool,
+    /// The leader's renew is due.
+    pub(super) renew_due: bool,
+    /// A write's outcome is unknown and no read has settled it since.
+    pub(super) unsettled: bool,
 
-    watch: WatchState,
-    watch_id: u64,
-    watch_started_at: Instant,
+    pub(super) watch: WatchState,
+    pub(super) watch_id: u64,
+    pub(super) watch_started_at: Instant,
     /// After a 410 the watch restarts only from a fresh read.
-    watch_needs_read: bool,
+    pub(super) watch_needs_read: bool,
 
-    timers: [Option<Instant>; 8],
-    emitted: [Option<Instant>; 8],
+    pub(super) timers: Timers,
+    pub(super) stopping: bool,
+    pub(super) stop_deadline_passed: bool,
 
-    stopping: bool,
-    stop_deadline_passed: bool,
-    released: bool,
-    stopped: bool,
+    pub(super) published: Option<Option<String>>,
+    pub(super) warned_watch: bool,
 
-    published: Option<Option<String>>,
-    warned_record: Option<(String, Option<i32>)>,
-    warned_watch: bool,
-
-    actions: VecDeque<Action>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) requests: VecDeque<Request>,
 }
 
 impl Core {
-    /// A new candidate at `now`. Its first actions read and watch the Lease.
+    /// A new candidate at `now`. Its first requests read and watch the Lease.
     pub fn new(config: Config, now: Instant, wall: WallTime) -> Result<Core, ConfigError> {
         if config.identity.is_empty() {
             return Err(ConfigError::EmptyIdentity);
@@ -156,103 +141,188 @@ impl Core {
             timings: config.timings,
             release_on_shutdown: config.release_on_shutdown,
             rng: Rng::new(config.seed),
-            known: Known::Unknown,
-            observed_at: now,
-            last_rv: None,
-            leader: None,
-            unconfirmed: Vec::new(),
-            work_running: false,
+            phase: Phase::Candidate,
+            view: View::new(now),
+            own_terms: Vec::new(),
+            abandoned: Vec::new(),
             op: None,
             next_op: 0,
             read_due: true,
             renew_due: false,
+            unsettled: false,
             watch: WatchState::Down,
             watch_id: 0,
             watch_started_at: now,
             watch_needs_read: false,
-            timers: [None; 8],
-            emitted: [None; 8],
+            timers: Timers::default(),
             stopping: false,
             stop_deadline_passed: false,
-            released: false,
-            stopped: false,
             published: None,
-            warned_record: None,
             warned_watch: false,
-            actions: VecDeque::new(),
+            events: VecDeque::new(),
+            requests: VecDeque::new(),
         };
         core.step(now, wall);
         Ok(core)
     }
 
-    /// Feeds one observation made at `now` (local monotonic) and `wall`
-    /// (UTC, used only to stamp records this candidate writes).
+    // ---- inputs ----------------------------------------------------------
+
+    /// A read finished.
+    pub fn handle_read(&mut self, now: Instant, wall: WallTime, op: OpId, result: ReadResult) {
+        if self.begin(now) {
+            if let Some(f) = self.take_op(op) {
+                self.on_read(now, result, &f);
+            }
+            self.step(now, wall);
+        }
+    }
+
+    /// A create or update finished.
+    pub fn handle_write(&mut self, now: Instant, wall: WallTime, op: OpId, result: WriteResult) {
+        if self.begin(now) {
+            if let Some(f) = self.take_op(op) {
+                self.on_write(now, f, result);
+            }
+            self.step(now, wall);
+        }
+    }
+
+    /// Something arrived on watch stream `watch`.
+    pub fn handle_watch(
+        &mut self,
+        now: Instant,
+        wall: WallTime,
+        watch: WatchId,
+        event: WatchEvent,
+    ) {
+        if self.begin(now) {
+            if watch.0 == self.watch_id {
+                self.on_watch(now, event);
+            }
+            self.step(now, wall);
+        }
+    }
+
+    /// Time has passed (call at or after [`Core::poll_timeout`]; calling
+    /// earlier or late is harmless).
+    pub fn handle_timeout(&mut self, now: Instant, wall: WallTime) {
+        if self.begin(now) {
+            self.step(now, wall);
+        }
+    }
+
+    /// The driver's watchdog cancelled the leader-only work: end the term.
+    pub fn handle_watchdog(&mut self, now: Instant, wall: WallTime) {
+        if self.begin(now) {
+            self.step_down(super::io::StepDownReason::RenewDeadline);
+            self.step(now, wall);
+        }
+    }
+
+    /// Stop: step down, release if configured and ours, then [`Event::Stopped`].
+    pub fn handle_shutdown(&mut self, now: Instant, wall: WallTime) {
+        if self.begin(now) {
+            self.on_shutdown(now);
+            self.step(now, wall);
+        }
+    }
+
+    /// The leader-only work of the last term has ended.
+    pub fn handle_work_ended(&mut self, now: Instant, wall: WallTime, end: WorkEnd) {
+        if self.begin(now) {
+            self.on_work_ended(end);
+            self.step(now, wall);
+        }
+    }
+
+    /// Feeds any [`Input`] (dispatches to the `handle_*` methods).
     pub fn handle(&mut self, now: Instant, wall: WallTime, input: Input) {
-        if self.stopped {
-            return;
-        }
         match input {
-            Input::ReadDone { op, result } => {
-                if let Some(f) = self.take_op(op) {
-                    self.on_read(now, result, &f);
-                }
-            }
-            Input::WriteDone { op, result } => {
-                if let Some(f) = self.take_op(op) {
-                    self.on_write(now, f, result);
-                }
-            }
-            Input::Watch { watch, event } => {
-                if watch.0 == self.watch_id {
-                    self.on_watch(now, event);
-                }
-            }
-            Input::TimerFired(kind) => self.emitted[kind.index()] = None,
-            Input::Shutdown => {
-                if !self.stopping {
-                    self.stopping = true;
-                    self.set_timer(TimerKind::StopDeadline, now + self.timings.renew_deadline());
-                    if self.leader.is_some() {
-                        self.step_down(StepDownReason::Shutdown);
-                    }
-                }
-            }
-            Input::LeaderWorkStopped => self.work_running = false,
+            Input::ReadDone { op, result } => self.handle_read(now, wall, op, result),
+            Input::WriteDone { op, result } => self.handle_write(now, wall, op, result),
+            Input::Watch { watch, event } => self.handle_watch(now, wall, watch, event),
+            Input::Timeout => self.handle_timeout(now, wall),
+            Input::WatchdogFired => self.handle_watchdog(now, wall),
+            Input::Shutdown => self.handle_shutdown(now, wall),
+            Input::WorkEnded(end) => self.handle_work_ended(now, wall, end),
         }
-        self.step(now, wall);
     }
 
-    /// The next action to perform, in order.
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+    // ---- outputs ---------------------------------------------------------
+
+    /// The next event to report, in order. Drain these before requests.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
-    /// The earliest timer set, for drivers that keep a single sleep.
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.timers.iter().flatten().min().copied()
+    /// The next request to perform, in order.
+    pub fn poll_request(&mut self) -> Option<Request> {
+        self.requests.pop_front()
     }
+
+    /// When to call [`Core::handle_timeout`] next (`None`: only on input).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if matches!(self.phase, Phase::Stopped) {
+            return None;
+        }
+        let deadline = self.step_down_deadline();
+        match (self.timers.earliest(), deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---- queries ---------------------------------------------------------
 
     /// The term this candidate leads, if it leads.
     pub fn term(&self) -> Option<&Term> {
-        self.leader.as_ref().map(|l| &l.term)
+        self.leader().map(|l| &l.term)
+    }
+
+    /// While leading: the instant at which the term must end unless a
+    /// renew succeeds first. A driver arms a watchdog with it that cannot
+    /// be delayed by a busy loop.
+    pub fn step_down_deadline(&self) -> Option<Instant> {
+        self.leader()
+            .map(|l| l.deadline(self.timings.lease_duration(), self.timings.renew_deadline()))
     }
 
     /// Start of the last successful renew while leading.
     pub fn last_renew_start(&self) -> Option<Instant> {
-        self.leader.as_ref().map(|l| l.last_success_start)
+        self.leader().map(|l| l.last_success_start)
     }
 
     /// The holder named by the Lease as last seen (`None` if free, absent or unknown).
     pub fn known_holder(&self) -> Option<&str> {
-        match &self.known {
-            Known::Present(o) if !o.record.is_free() => Some(&o.record.holder),
-            _ => None,
+        self.view.holder()
+    }
+
+    /// When a timer of this kind is due, if set (for diagnostics and tests).
+    pub fn timer(&self, kind: TimerKind) -> Option<Instant> {
+        self.timers.get(kind)
+    }
+
+    /// The highest `leaseTransitions` seen on this Lease.
+    pub fn highest_transitions(&self) -> Option<i32> {
+        self.view.max_transitions
+    }
+
+    /// The phase, for status pages: `candidate`, `leading`, `draining`,
+    /// `finishing` or `stopped`.
+    pub fn phase_name(&self) -> &'static str {
+        match self.phase {
+            Phase::Candidate => "candidate",
+            Phase::Leading(_) => "leading",
+            Phase::Draining { .. } => "draining",
+            Phase::Finishing => "finishing",
+            Phase::Stopped => "stopped",
         }
     }
 
-    /// True once [`Action::Stopped`] was emitted.
+    /// True once [`Event::Stopped`] was emitted.
     pub fn is_stopped(&self) -> bool {
-        self.stopped
+        matches!(self.phase, Phase::Stopped)
     }
 
     /// This candidate's identity.
@@ -260,71 +330,86 @@ impl Core {
         &self.id
     }
 
-    // ---- bookkeeping -------------------------------------------------
+    // ---- shared helpers ----------------------------------------------------
+
+    pub(super) fn leader(&self) -> Option<&Leader> {
+        match &self.phase {
+            Phase::Leading(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(super) fn leader_mut(&mut self) -> Option<&mut Leader> {
+        match &mut self.phase {
+            Phase::Leading(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(super) fn emit(&mut self, e: Event) {
+        self.events.push_back(e);
+    }
+
+    pub(super) fn send(&mut self, r: Request) {
+        self.requests.push_back(r);
+    }
+
+    /// Common start of every input: nothing after stopping, and the
+    /// leader's deadline is judged before the input is applied, so a late
+    /// answer can never extend a term that has already run out.
+    fn begin(&mut self, now: Instant) -> bool {
+        if self.is_stopped() {
+            return false;
+        }
+        self.check_deadline(now);
+        true
+    }
 
     fn step(&mut self, now: Instant, wall: WallTime) {
         self.check_timers(now);
-        if self.stopping {
-            self.progress_stop(now, wall);
-        } else {
-            self.progress(now, wall);
-        }
-        self.flush_timers();
-    }
-
-    fn emit(&mut self, a: Action) {
-        self.actions.push_back(a);
-    }
-
-    fn set_timer(&mut self, kind: TimerKind, at: Instant) {
-        self.timers[kind.index()] = Some(at);
-    }
-
-    fn clear_timer(&mut self, kind: TimerKind) {
-        self.timers[kind.index()] = None;
-    }
-
-    fn timer(&self, kind: TimerKind) -> Option<Instant> {
-        self.timers[kind.index()]
-    }
-
-    /// Clears a timer that is due and reports whether it was.
-    fn take_due(&mut self, kind: TimerKind, now: Instant) -> bool {
-        match self.timer(kind) {
-            Some(at) if now >= at => {
-                self.clear_timer(kind);
-                true
-            }
-            _ => false,
+        self.check_deadline(now);
+        match self.phase {
+            Phase::Leading(_) => self.progress_leader(now, wall),
+            Phase::Candidate => self.progress_candidate(now, wall),
+            Phase::Draining { .. } => self.progress_idle(now, wall),
+            Phase::Finishing => self.progress_finish(now, wall),
+            Phase::Stopped => {}
         }
     }
 
-    fn flush_timers(&mut self) {
-        if self.stopped {
-            return;
+    fn check_timers(&mut self, now: Instant) {
+        // Per-call timeout, enforced here so a hung driver call can never
+        // block the machine; the driver is told to drop the request.
+        if self.timers.take_due(TimerKind::Request, now)
+            && let Some(f) = self.op.take()
+        {
+            self.send(Request::Abandon(f.id));
+            self.on_failed(now, f, super::io::Failure::Timeout);
         }
-        for kind in TimerKind::ALL {
-            let i = kind.index();
-            if self.timers[i] != self.emitted[i] {
-                match self.timers[i] {
-                    Some(at) => self.emit(Action::SetTimer { kind, at }),
-                    None => self.emit(Action::CancelTimer(kind)),
-                }
-                self.emitted[i] = self.timers[i];
-            }
+        if self.timers.take_due(TimerKind::Renew, now) {
+            self.renew_due = true;
+        }
+        if self.timers.take_due(TimerKind::Poll, now) && self.watch != WatchState::Up {
+            self.read_due = true;
+        }
+        self.timers.take_due(TimerKind::Expiry, now);
+        self.timers.take_due(TimerKind::Backoff, now);
+        self.timers.take_due(TimerKind::WatchRetry, now);
+        if self.timers.take_due(TimerKind::StopDeadline, now) {
+            self.stop_deadline_passed = true;
         }
     }
 
-    fn take_op(&mut self, op: OpId) -> Option<InFlight> {
+    pub(super) fn take_op(&mut self, op: OpId) -> Option<InFlight> {
         if self.op.as_ref().is_some_and(|f| f.id == op) {
-            self.clear_timer(TimerKind::Request);
+            self.timers.clear(TimerKind::Request);
             self.op.take()
         } else {
             None
         }
     }
 
-    fn new_op(&mut self, now: Instant, kind: OpKind) -> OpId {
+    pub(super) fn new_op(&mut self, now: Instant, kind: OpKind) -> OpId {
         self.next_op += 1;
         let id = OpId(self.next_op);
         self.op = Some(InFlight {
@@ -332,593 +417,43 @@ impl Core {
             kind,
             sent_at: now,
         });
-        self.set_timer(TimerKind::Request, now + self.timings.call_timeout());
+        self.timers
+            .set(TimerKind::Request, now + self.timings.call_timeout());
         id
     }
 
-    fn check_timers(&mut self, now: Instant) {
-        // Per-call timeout, enforced here too so a hung driver call can
-        // never block the machine.
-        if self.take_due(TimerKind::Request, now)
-            && let Some(f) = self.op.take()
-        {
-            self.on_write_failed(now, f, Failure::Timeout);
-        }
-        // Rule: step down when renew_deadline has passed since the start of
-        // the last successful renew, whatever calls are still hanging.
-        if let Some(l) = &self.leader
-            && now >= l.last_success_start + self.timings.renew_deadline()
-        {
-            self.step_down(StepDownReason::RenewDeadline);
-        }
-        if self.take_due(TimerKind::Renew, now) {
-            self.renew_due = true;
-        }
-        if self.take_due(TimerKind::Poll, now) && self.watch != WatchState::Up {
-            self.read_due = true;
-        }
-        self.take_due(TimerKind::Expiry, now);
-        self.take_due(TimerKind::Backoff, now);
-        self.take_due(TimerKind::WatchRetry, now);
-        if self.take_due(TimerKind::StopDeadline, now) {
-            self.stop_deadline_passed = true;
-        }
+    pub(super) fn call_timeout(&self) -> Duration {
+        self.timings.call_timeout()
     }
 
-    fn backoff(&mut self, now: Instant) {
+    /// Waits after a failed request; a leader retries faster, since its
+    /// attempts must fit into the renew deadline.
+    pub(super) fn backoff(&mut self, now: Instant) {
         let r = self.timings.retry_period();
-        // A leader retries faster: it must fit attempts into renew_deadline.
-        let d = if self.leader.is_some() {
+        let d = if self.leader().is_some() {
             self.rng.scale(r, 0.5, 1.0)
         } else {
             self.rng.scale(r, 1.0, 2.2)
         };
-        self.set_timer(TimerKind::Backoff, now + d);
+        self.timers.set(TimerKind::Backoff, now + d);
         self.read_due = true;
     }
 
-    fn gated(&self) -> bool {
-        self.timer(TimerKind::Backoff).is_some()
+    pub(super) fn gated(&self) -> bool {
+        self.timers.is_set(TimerKind::Backoff)
     }
 
-    // ---- deciding what to do next ------------------------------------
-
-    fn progress(&mut self, now: Instant, wall: WallTime) {
-        self.ensure_watch(now);
-        if self.op.is_some() {
-            return;
+    /// Remembers a term this process wrote, for a quick retake.
+    pub(super) fn remember_own(&mut self, term: Term) {
+        self.own_terms.retain(|t| t != &term);
+        if self.own_terms.len() >= MAX_OWN_TERMS {
+            self.own_terms.remove(0);
         }
-        if self.leader.is_some() {
-            if self.gated() {
-                return;
-            }
-            if self.read_due {
-                self.send_get(now);
-            } else if self.renew_due {
-                self.send_renew(now, wall);
-            }
-            return;
-        }
-        if self.read_due {
-            if !self.gated() {
-                self.send_get(now);
-            }
-            return;
-        }
-        let can_acquire = !self.work_running && !self.gated();
-        match self.known.clone() {
-            Known::Unknown => self.read_due = true,
-            Known::Absent => {
-                if can_acquire {
-                    self.send_create(now, wall);
-                }
-            }
-            Known::Present(obs) => {
-                if let Some(term) = self
-                    .unconfirmed
-                    .iter()
-                    .find(|t| obs.record.is_term(t))
-                    .cloned()
-                {
-                    // A term of ours the server may still hold: confirm it
-                    // by renewing; success proves nobody wrote since.
-                    if can_acquire {
-                        self.send_confirm(now, wall, term, obs.resource_version);
-                    }
-                } else {
-                    // Rule: expired when observed_at + the record's own
-                    // duration has passed on the local clock; free at once.
-                    let expiry = self.observed_at + obs.record.duration();
-                    if obs.record.is_free() || now >= expiry {
-                        if can_acquire {
-                            self.send_takeover(now, wall, &obs);
-                        }
-                    } else {
-                        self.set_timer(TimerKind::Expiry, expiry);
-                    }
-                }
-            }
-        }
-        // Rule: poll (with jitter) only while the watch is down.
-        if self.op.is_none()
-            && self.watch != WatchState::Up
-            && self.timer(TimerKind::Poll).is_none()
-        {
-            let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2);
-            self.set_timer(TimerKind::Poll, now + d);
-        }
+        self.own_terms.push(term);
     }
 
-    fn ensure_watch(&mut self, now: Instant) {
-        if matches!(self.watch, WatchState::Down | WatchState::Forbidden)
-            && self.timer(TimerKind::WatchRetry).is_none()
-            && !self.watch_needs_read
-        {
-            self.watch_id += 1;
-            self.watch = WatchState::Starting;
-            self.watch_started_at = now;
-            let from = self.last_rv.clone();
-            self.emit(Action::StartWatch {
-                watch: WatchId(self.watch_id),
-                from,
-            });
-        }
+    /// The term of ours that this record shows, if any.
+    pub(super) fn own_term_in(&self, obs: &Observed) -> Option<&Term> {
+        self.own_terms.iter().find(|t| obs.record.is_term(t))
     }
-
-    fn progress_stop(&mut self, now: Instant, wall: WallTime) {
-        if self.op.is_some() || self.work_running {
-            return;
-        }
-        let target = match &self.known {
-            Known::Present(o)
-                if self.release_on_shutdown
-                    && !self.released
-                    && !self.stop_deadline_passed
-                    && self.unconfirmed.iter().any(|t| o.record.is_term(t)) =>
-            {
-                Some(o.clone())
-            }
-            _ => None,
-        };
-        match target {
-            Some(_) if self.gated() => {}
-            Some(_) if self.read_due => self.send_get(now),
-            Some(obs) => self.send_release(now, wall, &obs),
-            None => {
-                self.emit(Action::StopWatch);
-                for kind in TimerKind::ALL {
-                    if self.emitted[kind.index()].is_some() {
-                        self.emit(Action::CancelTimer(kind));
-                    }
-                }
-                self.timers = [None; 8];
-                self.emitted = [None; 8];
-                self.emit(Action::Stopped);
-                self.stopped = true;
-            }
-        }
-    }
-
-    // ---- requests ----------------------------------------------------
-
-    fn send_get(&mut self, now: Instant) {
-        let op = self.new_op(now, OpKind::Read);
-        let timeout = self.timings.call_timeout();
-        self.emit(Action::Get { op, timeout });
-    }
-
-    fn record_for(&self, term: &Term, wall: WallTime) -> LeaseRecord {
-        LeaseRecord {
-            holder: self.id.clone(),
-            duration_secs: Some(self.timings.lease_duration_seconds()),
-            acquire_time: Some(term.acquire_time),
-            renew_time: Some(wall),
-            transitions: Some(term.transitions),
-        }
-    }
-
-    fn send_create(&mut self, now: Instant, wall: WallTime) {
-        let term = Term {
-            holder: self.id.clone(),
-            acquire_time: wall,
-            transitions: 0,
-        };
-        let record = self.record_for(&term, wall);
-        let op = self.new_op(now, OpKind::Acquire(term));
-        let timeout = self.timings.call_timeout();
-        self.emit(Action::Create {
-            op,
-            record,
-            timeout,
-        });
-    }
-
-    /// Rule: taking over sets acquireTime = renewTime = now and transitions + 1.
-    fn send_takeover(&mut self, now: Instant, wall: WallTime, obs: &Observed) {
-        let transitions = obs.record.transitions_or_zero().saturating_add(1);
-        let term = Term {
-            holder: self.id.clone(),
-            acquire_time: wall,
-            transitions,
-        };
-        self.send_update(
-            now,
-            wall,
-            term.clone(),
-            obs.resource_version.clone(),
-            OpKind::Acquire(term),
-        );
-    }
-
-    fn send_confirm(&mut self, now: Instant, wall: WallTime, term: Term, rv: String) {
-        self.send_update(now, wall, term.clone(), rv, OpKind::Acquire(term));
-    }
-
-    /// Rule: renew with the cached object, keeping acquireTime and transitions.
-    fn send_renew(&mut self, now: Instant, wall: WallTime) {
-        let Some(l) = &self.leader else { return };
-        let (term, rv) = (l.term.clone(), l.resource_version.clone());
-        self.send_update(now, wall, term, rv, OpKind::Renew(wall));
-    }
-
-    /// Rule: every write carries the last resourceVersion read.
-    fn send_update(&mut self, now: Instant, wall: WallTime, term: Term, rv: String, kind: OpKind) {
-        let record = self.record_for(&term, wall);
-        let op = self.new_op(now, kind);
-        let timeout = self.timings.call_timeout();
-        self.emit(Action::Update {
-            op,
-            record,
-            resource_version: rv,
-            timeout,
-        });
-    }
-
-    /// Rule: release writes holder "", duration 1, acquire = renew = now,
-    /// transitions unchanged.
-    fn send_release(&mut self, now: Instant, wall: WallTime, obs: &Observed) {
-        let record = LeaseRecord {
-            holder: String::new(),
-            duration_secs: Some(1),
-            acquire_time: Some(wall),
-            renew_time: Some(wall),
-            transitions: Some(obs.record.transitions_or_zero()),
-        };
-        let op = self.new_op(now, OpKind::Release);
-        let timeout = self.timings.call_timeout();
-        self.emit(Action::Update {
-            op,
-            record,
-            resource_version: obs.resource_version.clone(),
-            timeout,
-        });
-    }
-
-    // ---- results -----------------------------------------------------
-
-    fn on_read(&mut self, now: Instant, result: ReadResult, f: &InFlight) {
-        match result {
-            ReadResult::Found(obs) => {
-                self.read_due = false;
-                self.watch_needs_read = false;
-                self.observe(now, obs);
-            }
-            ReadResult::NotFound => {
-                self.read_due = false;
-                self.watch_needs_read = false;
-                self.last_rv = None;
-                self.observe_absent(now);
-            }
-            ReadResult::Failed(_) => {
-                let _ = f;
-                self.backoff(now);
-            }
-        }
-    }
-
-    fn on_write(&mut self, now: Instant, f: InFlight, result: WriteResult) {
-        match result {
-            WriteResult::Ok(obs) => self.on_write_ok(now, f, obs),
-            // Rule: 409 means someone else wrote: re-read, no backoff.
-            WriteResult::Conflict | WriteResult::NotFound => {
-                self.read_due = true;
-                // The watch did not show that write in time; it may be a
-                // stream silently stuck behind a dead connection: renew it.
-                if self.watch == WatchState::Up {
-                    self.watch = WatchState::Down;
-                }
-            }
-            WriteResult::Failed(failure) => self.on_write_failed(now, f, failure),
-        }
-    }
-
-    fn on_write_ok(&mut self, now: Instant, f: InFlight, obs: Observed) {
-        match f.kind {
-            OpKind::Acquire(term) => {
-                self.remember(now, &obs);
-                if !obs.record.is_term(&term) {
-                    self.read_due = true;
-                    return;
-                }
-                self.unconfirmed.retain(|t| t == &term);
-                let deadline = f.sent_at + self.timings.renew_deadline();
-                if self.stopping || now >= deadline {
-                    // Ours, but not to lead on: release it (stopping) or
-                    // confirm it again with a fresh write.
-                    if self.unconfirmed.is_empty() {
-                        self.unconfirmed.push(term);
-                    }
-                    return;
-                }
-                self.unconfirmed.clear();
-                self.leader = Some(Leader {
-                    term: term.clone(),
-                    resource_version: obs.resource_version,
-                    last_success_start: f.sent_at,
-                    unknown_renews: Vec::new(),
-                });
-                self.work_running = true;
-                self.renew_due = false;
-                self.published = None;
-                self.clear_timer(TimerKind::Expiry);
-                self.clear_timer(TimerKind::Poll);
-                self.set_timer(TimerKind::RenewDeadline, deadline);
-                self.set_timer(TimerKind::Renew, f.sent_at + self.timings.retry_period());
-                self.emit(Action::StepUp { term });
-            }
-            OpKind::Renew(_) => {
-                if let Some(l) = &self.leader
-                    && obs.record.is_term(&l.term)
-                {
-                    self.credit(f.sent_at);
-                    self.renew_due = false;
-                    self.set_timer(TimerKind::Renew, f.sent_at + self.timings.retry_period());
-                }
-                self.observe(now, obs);
-            }
-            OpKind::Release => {
-                self.remember(now, &obs);
-                self.released = true;
-                self.emit(Action::Released);
-            }
-            OpKind::Read => self.observe(now, obs),
-        }
-    }
-
-    fn on_write_failed(&mut self, now: Instant, f: InFlight, _failure: Failure) {
-        match f.kind {
-            OpKind::Acquire(term) => {
-                // It may have applied: remember the term as possibly ours.
-                if !self.unconfirmed.contains(&term) {
-                    if self.unconfirmed.len() >= MAX_UNCONFIRMED {
-                        self.unconfirmed.remove(0);
-                    }
-                    self.unconfirmed.push(term);
-                }
-            }
-            OpKind::Renew(renew_time) => {
-                if let Some(l) = &mut self.leader {
-                    if l.unknown_renews.len() >= MAX_UNKNOWN_RENEWS {
-                        l.unknown_renews.remove(0);
-                    }
-                    l.unknown_renews.push((renew_time, f.sent_at));
-                }
-            }
-            OpKind::Read | OpKind::Release => {}
-        }
-        // Rule: re-read only after a failure; retry with jittered backoff.
-        self.backoff(now);
-    }
-
-    fn credit(&mut self, sent_at: Instant) {
-        let deadline = self.timings.renew_deadline();
-        if let Some(l) = &mut self.leader {
-            if sent_at > l.last_success_start {
-                l.last_success_start = sent_at;
-            }
-            l.unknown_renews.clear();
-            let at = l.last_success_start + deadline;
-            self.set_timer(TimerKind::RenewDeadline, at);
-        }
-    }
-
-    fn on_watch(&mut self, now: Instant, event: WatchEvent) {
-        match event {
-            WatchEvent::Started => {
-                self.watch = WatchState::Up;
-                self.clear_timer(TimerKind::Poll);
-            }
-            WatchEvent::Upsert(obs) => self.observe(now, obs),
-            WatchEvent::Deleted => self.observe_absent(now),
-            WatchEvent::Bookmark(rv) => self.last_rv = Some(rv),
-            WatchEvent::Expired => {
-                // Rule: re-list on 410, then watch from the fresh version.
-                self.watch = WatchState::Down;
-                self.watch_needs_read = true;
-                self.last_rv = None;
-                self.read_due = true;
-            }
-            WatchEvent::Ended => {
-                self.watch = WatchState::Down;
-                if now.saturating_since(self.watch_started_at) < self.timings.retry_period() {
-                    let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2);
-                    self.set_timer(TimerKind::WatchRetry, now + d);
-                }
-            }
-            WatchEvent::Failed(Failure::Forbidden) => {
-                self.watch = WatchState::Forbidden;
-                if !self.warned_watch {
-                    self.warned_watch = true;
-                    self.emit(Action::Warn(Warning::WatchForbidden));
-                }
-                self.set_timer(
-                    TimerKind::WatchRetry,
-                    now + self.timings.retry_period() * 10,
-                );
-            }
-            WatchEvent::Failed(_) => {
-                self.watch = WatchState::Down;
-                let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2);
-                self.set_timer(TimerKind::WatchRetry, now + d);
-            }
-        }
-    }
-
-    // ---- observations ------------------------------------------------
-
-    /// Stores a record; returns whether it differs from the one known.
-    /// `observed_at` moves only when the record changes.
-    fn remember(&mut self, now: Instant, obs: &Observed) -> bool {
-        if let Known::Present(o) = &self.known {
-            if o == obs {
-                return false;
-            }
-            // A read or event older than what we know (numeric
-            // resourceVersions compared) is stale: ignore it.
-            if rv_older(&obs.resource_version, &o.resource_version) {
-                return false;
-            }
-        }
-        self.last_rv = Some(obs.resource_version.clone());
-        self.warn_about(&obs.record);
-        self.known = Known::Present(obs.clone());
-        self.observed_at = now;
-        self.clear_timer(TimerKind::Expiry);
-        true
-    }
-
-    fn observe(&mut self, now: Instant, obs: Observed) {
-        if !self.remember(now, &obs) {
-            return;
-        }
-        let record = &obs.record;
-        if let Some(l) = &mut self.leader {
-            if record.is_term(&l.term) {
-                l.resource_version = obs.resource_version.clone();
-                let applied = l
-                    .unknown_renews
-                    .iter()
-                    .filter(|(t, _)| Some(*t) == record.renew_time)
-                    .map(|(_, s)| *s)
-                    .min();
-                if let Some(sent_at) = applied {
-                    self.credit(sent_at);
-                }
-                return;
-            }
-            // Rule: another holder or another term seen while leading.
-            let reason = if record.holder == self.id {
-                StepDownReason::OtherTerm
-            } else {
-                StepDownReason::OtherHolder(record.holder.clone())
-            };
-            self.step_down(reason);
-            return;
-        }
-        self.unconfirmed.retain(|t| record.is_term(t));
-        // The watch often shows our own acquire before its answer arrives:
-        // that is not "following ourselves", the answer decides in a moment.
-        if let Some(InFlight {
-            kind: OpKind::Acquire(term),
-            ..
-        }) = &self.op
-            && record.is_term(term)
-        {
-            return;
-        }
-        self.publish_following();
-    }
-
-    fn observe_absent(&mut self, now: Instant) {
-        if !matches!(self.known, Known::Absent) {
-            self.known = Known::Absent;
-            self.observed_at = now;
-        }
-        self.unconfirmed.clear();
-        if self.leader.is_some() {
-            self.step_down(StepDownReason::Deleted);
-        } else {
-            self.publish_following();
-        }
-    }
-
-    fn warn_about(&mut self, record: &LeaseRecord) {
-        if record.is_free() || record.holder == self.id {
-            return;
-        }
-        let key = (record.holder.clone(), record.duration_secs);
-        if self.warned_record.as_ref() == Some(&key) {
-            return;
-        }
-        let configured = self.timings.lease_duration();
-        let warning = match record.duration_secs {
-            Some(s) if s > 0 => {
-                if record.duration() > configured * SUSPICIOUS_FACTOR {
-                    Some(Warning::SuspiciousDuration {
-                        holder: key.0.clone(),
-                        seconds: s,
-                        configured,
-                    })
-                } else {
-                    None
-                }
-            }
-            _ => Some(Warning::MissingDuration {
-                holder: key.0.clone(),
-            }),
-        };
-        if let Some(w) = warning {
-            self.warned_record = Some(key);
-            self.emit(Action::Warn(w));
-        }
-    }
-
-    // ---- leadership --------------------------------------------------
-
-    /// Rule: stepping down makes this candidate a follower again; nothing
-    /// but shutdown ends candidacy.
-    fn step_down(&mut self, reason: StepDownReason) {
-        let Some(l) = self.leader.take() else { return };
-        let keep_term = matches!(
-            reason,
-            StepDownReason::RenewDeadline | StepDownReason::Shutdown
-        );
-        if matches!(reason, StepDownReason::RenewDeadline) {
-            self.read_due = true;
-        }
-        self.clear_timer(TimerKind::Renew);
-        self.clear_timer(TimerKind::RenewDeadline);
-        self.emit(Action::StepDown { reason });
-        if keep_term {
-            self.unconfirmed.retain(|t| t != &l.term);
-            self.unconfirmed.push(l.term);
-        }
-        self.publish_following();
-    }
-
-    fn publish_following(&mut self) {
-        if self.leader.is_some() || matches!(self.known, Known::Unknown) {
-            return;
-        }
-        let holder = self.known_holder().map(str::to_owned);
-        if self.published.as_ref() != Some(&holder) {
-            self.published = Some(holder.clone());
-            self.emit(Action::Following { holder });
-        }
-    }
-}
-
-/// `a` is an older resourceVersion than `b`. resourceVersions are opaque
-/// unless both are decimal integers (as the API server's are), in which
-/// case they are ordered; opaque ones are never judged older.
-fn rv_older(a: &str, b: &str) -> bool {
-    match (a.parse::<u128>(), b.parse::<u128>()) {
-        (Ok(x), Ok(y)) => x < y,
-        _ => false,
-    }
-}
-
-/// Convenience for drivers: how long from `now` until `at`.
-pub fn until(now: Instant, at: Instant) -> Duration {
-    at.saturating_since(now)
 }

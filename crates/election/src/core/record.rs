@@ -25,9 +25,20 @@ pub struct LeaseRecord {
 }
 
 impl LeaseRecord {
-    /// Nobody holds the lease: it may be taken at once.
+    /// No holder is named (released, cleared, or never held).
     pub fn is_free(&self) -> bool {
         self.holder.is_empty()
+    }
+
+    /// The shape of a graceful release as client-go and leasehold write it:
+    /// no holder, `leaseDurationSeconds: 1`, `acquireTime == renewTime`.
+    /// Only this shape makes a lease free at once; a holder cleared any
+    /// other way is waited out like a held lease.
+    pub fn is_release_shape(&self) -> bool {
+        self.holder.is_empty()
+            && self.duration_secs == Some(1)
+            && self.renew_time.is_some()
+            && self.acquire_time == self.renew_time
     }
 
     /// How long after this record was observed it expires. A missing, zero

@@ -10,6 +10,88 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
 
+/// Requests and events in one list, in the order a driver handles them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Action {
+    Get {
+        op: OpId,
+        timeout: Duration,
+    },
+    Create {
+        op: OpId,
+        record: LeaseRecord,
+        timeout: Duration,
+    },
+    Update {
+        op: OpId,
+        record: LeaseRecord,
+        resource_version: String,
+        timeout: Duration,
+    },
+    StartWatch {
+        watch: WatchId,
+        from: Option<String>,
+    },
+    StopWatch,
+    Abandon(OpId),
+    StepUp {
+        term: Term,
+    },
+    StepDown {
+        reason: StepDownReason,
+    },
+    Following {
+        holder: Option<String>,
+    },
+    Renewed,
+    SlowPath,
+    Released,
+    Stopped,
+    Warn(Warning),
+}
+
+fn from_event(e: Event) -> Action {
+    match e {
+        Event::StepUp { term } => Action::StepUp { term },
+        Event::StepDown { reason, .. } => Action::StepDown { reason },
+        Event::Following { holder } => Action::Following { holder },
+        Event::Renewed => Action::Renewed,
+        Event::SlowPath => Action::SlowPath,
+        Event::Released => Action::Released,
+        Event::Stopped => Action::Stopped,
+        Event::Warn(w) => Action::Warn(w),
+    }
+}
+
+fn from_request(r: Request) -> Action {
+    match r {
+        Request::Get { op, timeout } => Action::Get { op, timeout },
+        Request::Create {
+            op,
+            record,
+            timeout,
+        } => Action::Create {
+            op,
+            record,
+            timeout,
+        },
+        Request::Update {
+            op,
+            record,
+            resource_version,
+            timeout,
+        } => Action::Update {
+            op,
+            record,
+            resource_version,
+            timeout,
+        },
+        Request::StartWatch { watch, from } => Action::StartWatch { watch, from },
+        Request::StopWatch => Action::StopWatch,
+        Request::Abandon(op) => Action::Abandon(op),
+    }
+}
+
 /// A hand-driven candidate: local time, wall time and collected actions.
 struct H {
     core: Core,
@@ -43,8 +125,11 @@ impl H {
     }
 
     fn collect(&mut self) {
-        while let Some(a) = self.core.poll_action() {
-            self.out.push(a);
+        while let Some(e) = self.core.poll_event() {
+            self.out.push(from_event(e));
+        }
+        while let Some(r) = self.core.poll_request() {
+            self.out.push(from_request(r));
         }
     }
 
@@ -61,8 +146,17 @@ impl H {
     fn advance(&mut self, d: Duration) {
         self.now = self.now + d;
         self.wall = WallTime::from_unix_micros(self.wall.unix_micros() + d.as_micros() as i64);
-        for kind in TimerKind::ALL {
-            self.feed(Input::TimerFired(kind));
+        self.feed(Input::Timeout);
+    }
+
+    /// The record of `term` as this candidate writes it.
+    fn core_record(&self, term: &Term) -> LeaseRecord {
+        LeaseRecord {
+            holder: term.holder.clone(),
+            duration_secs: Some(15),
+            acquire_time: Some(term.acquire_time),
+            renew_time: Some(term.acquire_time),
+            transitions: Some(term.transitions),
         }
     }
 
@@ -141,6 +235,17 @@ fn obs(rv: &str, record: LeaseRecord) -> Observed {
     Observed {
         resource_version: rv.into(),
         record,
+    }
+}
+
+/// A graceful release written at `at` (RFC 3339).
+fn released(transitions: i32, at: &str) -> LeaseRecord {
+    LeaseRecord {
+        holder: String::new(),
+        duration_secs: Some(1),
+        acquire_time: WallTime::parse_rfc3339(at),
+        renew_time: WallTime::parse_rfc3339(at),
+        transitions: Some(transitions),
     }
 }
 
@@ -223,11 +328,7 @@ fn expiry_is_judged_from_local_observation_and_record_duration() {
     // (15 s): neither matters except the duration, counted from now.
     h.read(ReadResult::Found(obs("7", held_by("pod-b", 30, 4))));
     let expiry = h.now + secs(30.0);
-    assert!(h.has(|a| *a
-        == Action::SetTimer {
-            kind: TimerKind::Expiry,
-            at: expiry
-        }));
+    assert_eq!(h.core.timer(TimerKind::Expiry), Some(expiry));
     assert!(h.has(|a| *a
         == Action::Following {
             holder: Some("pod-b".into())
@@ -286,7 +387,7 @@ fn far_longer_record_duration_is_honoured_but_reported() {
         a,
         Action::Warn(Warning::SuspiciousDuration { seconds: 3600, .. })
     )));
-    assert!(h.has(|a| matches!(a, Action::SetTimer { kind: TimerKind::Expiry, at } if *at == h.now + secs(3600.0))));
+    assert_eq!(h.core.timer(TimerKind::Expiry), Some(h.now + secs(3600.0)));
 }
 
 #[test]
@@ -299,7 +400,10 @@ fn conflict_rereads_at_once_and_retries_with_the_new_version() {
         "{:?}",
         h.out
     );
-    h.read(ReadResult::Found(obs("4", held_by("", 1, 3))));
+    h.read(ReadResult::Found(obs(
+        "4",
+        released(3, "2020-01-01T00:01:00Z"),
+    )));
     assert_eq!(h.update().unwrap().1, "4");
 }
 
@@ -310,11 +414,16 @@ fn failed_renew_rereads_before_the_next_write() {
     h.write(WriteResult::Failed(Failure::Other));
     h.take();
     h.advance(secs(2.0));
+    let first_request = h
+        .out
+        .iter()
+        .find(|a| matches!(a, Action::Get { .. } | Action::Update { .. }));
     assert!(
-        matches!(h.out.first(), Some(Action::Get { .. })),
+        matches!(first_request, Some(Action::Get { .. })),
         "{:?}",
         h.out
     );
+    assert!(h.has(|a| *a == Action::SlowPath));
 }
 
 #[test]
@@ -324,11 +433,7 @@ fn leader_steps_down_at_renew_deadline_from_start_of_last_good_renew() {
     h.advance(secs(1.5)); // ...and succeeds 1.5 s later
     let (record, _) = h.update().unwrap();
     h.write(WriteResult::Ok(obs("2", record)));
-    assert!(h.has(|a| *a
-        == Action::SetTimer {
-            kind: TimerKind::RenewDeadline,
-            at: h.now + secs(8.5)
-        }));
+    assert_eq!(h.core.step_down_deadline(), Some(h.now + secs(8.5)));
     h.take();
     // Every later renew hangs (timeouts); the deadline still holds.
     h.advance(secs(8.499));
@@ -392,9 +497,12 @@ fn stale_versions_are_ignored() {
 fn after_losing_it_stays_a_candidate_and_leads_again() {
     let (mut h, w) = H::leading();
     h.watch(w, WatchEvent::Upsert(obs("5", held_by("pod-b", 15, 1))));
-    h.feed(Input::LeaderWorkStopped);
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
     h.take();
-    h.watch(w, WatchEvent::Upsert(obs("6", held_by("", 1, 1))));
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("6", released(1, "2020-01-01T00:01:00Z"))),
+    );
     let (record, rv) = h.update().expect("released lease taken at once");
     assert_eq!((rv.as_str(), record.transitions), ("6", Some(2)));
     h.write(WriteResult::Ok(obs("7", record)));
@@ -404,9 +512,12 @@ fn after_losing_it_stays_a_candidate_and_leads_again() {
 #[test]
 fn no_new_term_until_the_previous_leader_work_stopped() {
     let (mut h, w) = H::leading();
-    h.watch(w, WatchEvent::Upsert(obs("5", held_by("", 1, 1))));
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("5", released(1, "2020-01-01T00:01:00Z"))),
+    );
     assert!(h.update().is_none(), "acquired while old work still runs");
-    h.feed(Input::LeaderWorkStopped);
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
     assert!(h.update().is_some());
 }
 
@@ -422,7 +533,7 @@ fn a_previous_container_with_the_same_identity_is_waited_out() {
 }
 
 #[test]
-fn a_timed_out_acquire_later_seen_applied_is_confirmed() {
+fn a_timed_out_acquire_later_seen_applied_is_retaken_at_once_with_a_new_term() {
     let mut h = H::new(true);
     let w = h.watch_id();
     h.watch(w, WatchEvent::Started);
@@ -432,14 +543,17 @@ fn a_timed_out_acquire_later_seen_applied_is_confirmed() {
     assert!(!h.has(|a| matches!(a, Action::StepUp { .. })));
     h.advance(secs(4.5)); // backoff, then a read shows it applied
     h.read(ReadResult::Found(obs("4", attempt.clone())));
-    let (confirm, rv) = h.update().expect("confirms its own term");
+    let (retake, rv) = h.update().expect("retakes its own leftover term at once");
     assert_eq!(rv, "4");
+    assert_eq!(attempt.transitions, Some(3));
     assert_eq!(
-        (confirm.acquire_time, confirm.transitions),
-        (attempt.acquire_time, attempt.transitions)
+        retake.transitions,
+        Some(4),
+        "a new term, above every one seen"
     );
-    h.write(WriteResult::Ok(obs("5", confirm)));
-    assert!(h.has(|a| matches!(a, Action::StepUp { term } if term.transitions == 3)));
+    assert_eq!(retake.acquire_time, Some(h.wall));
+    h.write(WriteResult::Ok(obs("5", retake)));
+    assert!(h.has(|a| matches!(a, Action::StepUp { term } if term.transitions == 4)));
 }
 
 #[test]
@@ -454,7 +568,7 @@ fn shutdown_steps_down_then_releases_only_after_work_stopped() {
         })
     );
     assert!(h.update().is_none(), "released before leader work stopped");
-    h.feed(Input::LeaderWorkStopped);
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
     let (record, rv) = h.update().expect("release");
     assert_eq!(rv, "1");
     assert_eq!(record.holder, "");
@@ -466,7 +580,7 @@ fn shutdown_steps_down_then_releases_only_after_work_stopped() {
     assert_eq!(record.transitions, Some(transitions));
     h.write(WriteResult::Ok(obs("2", record)));
     assert!(h.has(|a| *a == Action::Released));
-    assert_eq!(h.out.last(), Some(&Action::Stopped));
+    assert!(h.has(|a| *a == Action::Stopped), "{:?}", h.out);
     assert!(h.core.is_stopped());
 }
 
@@ -480,9 +594,9 @@ fn shutdown_without_release_stops_without_writing() {
     h.write(WriteResult::Ok(obs("1", record)));
     h.take();
     h.feed(Input::Shutdown);
-    h.feed(Input::LeaderWorkStopped);
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
     assert!(h.update().is_none());
-    assert_eq!(h.out.last(), Some(&Action::Stopped));
+    assert!(h.has(|a| *a == Action::Stopped), "{:?}", h.out);
 }
 
 #[test]
@@ -491,29 +605,16 @@ fn polls_with_jitter_only_while_the_watch_is_down() {
     let w = h.watch_id();
     h.watch(w, WatchEvent::Started);
     h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 0))));
-    assert!(
-        !h.has(|a| matches!(
-            a,
-            Action::SetTimer {
-                kind: TimerKind::Poll,
-                ..
-            }
-        )),
-        "{:?}",
-        h.out
-    );
+    assert_eq!(h.core.timer(TimerKind::Poll), None, "{:?}", h.out);
     h.take();
     h.advance(secs(5.0));
     h.watch(w, WatchEvent::Ended);
     // An ended stream resumes from the last version at once.
     assert!(h.has(|a| matches!(a, Action::StartWatch { from: Some(v), .. } if v == "3")));
-    let poll = h.out.iter().find_map(|a| match a {
-        Action::SetTimer {
-            kind: TimerKind::Poll,
-            at,
-        } => Some(at.saturating_since(h.now)),
-        _ => None,
-    });
+    let poll = h
+        .core
+        .timer(TimerKind::Poll)
+        .map(|at| at.saturating_since(h.now));
     let poll = poll.expect("polling while the watch is down");
     assert!(poll >= secs(2.0) && poll < secs(4.4), "{poll:?}");
 }
@@ -543,13 +644,7 @@ fn forbidden_watch_warns_once_and_falls_back_to_polling() {
     h.watch(w, WatchEvent::Failed(Failure::Forbidden));
     h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 0))));
     assert!(h.has(|a| *a == Action::Warn(Warning::WatchForbidden)));
-    assert!(h.has(|a| matches!(
-        a,
-        Action::SetTimer {
-            kind: TimerKind::Poll,
-            ..
-        }
-    )));
+    assert!(h.core.timer(TimerKind::Poll).is_some());
     h.take();
     h.advance(secs(20.0));
     let w2 = h.watch_id();
@@ -617,4 +712,303 @@ fn our_acquire_seen_on_the_watch_first_is_not_reported_as_following_ourselves() 
     );
     h.write(WriteResult::Ok(obs("1", record)));
     assert!(h.has(|a| matches!(a, Action::StepUp { .. })), "{:?}", h.out);
+}
+
+// ---- third-party edits, stuck work, stale answers, shutdown mid-acquire ----
+
+/// Item: a leader that sees its own term's record shortened renews at
+/// once and steps down before the short lease could expire for others.
+#[test]
+fn shortened_own_record_renews_at_once_and_shrinks_the_deadline() {
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    let mut edited = h.core_record(&term);
+    // 12 s instead of 15: the deadline keeps the 5 s margin, 7 s from the
+    // start of the acquiring write.
+    edited.duration_secs = Some(12);
+    h.advance(secs(0.5));
+    h.watch(w, WatchEvent::Upsert(obs("2", edited.clone())));
+    let (renew, rv) = h.update().expect("renews at once");
+    assert_eq!((rv.as_str(), renew.duration_secs), ("2", Some(15)));
+    assert_eq!(
+        h.core.step_down_deadline(),
+        Some(h.now + secs(6.5))
+    );
+    assert!(h.has(|a| matches!(a, Action::Warn(Warning::ShortenedDuration { seconds: 12 }))));
+    // The renew restores the full deadline.
+    h.write(WriteResult::Ok(obs("3", renew)));
+    assert_eq!(h.core.step_down_deadline(), Some(h.now + secs(10.0)));
+
+    // Shortened to 1 s: no margin left: step down at once, then hold the
+    // record (fence) until the work has stopped, then retake with a new term.
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    let mut edited = h.core_record(&term);
+    edited.duration_secs = Some(1);
+    h.watch(w, WatchEvent::Upsert(obs("2", edited)));
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::RenewDeadline
+        }));
+    let (fence, _) = h
+        .update()
+        .expect("fences its own shortened record while draining");
+    assert_eq!((fence.holder.as_str(), fence.duration_secs), (ME, Some(15)));
+    assert_eq!(fence.transitions, Some(term.transitions));
+    h.write(WriteResult::Ok(obs("3", fence)));
+    h.take();
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    let (retake, rv) = h.update().expect("retakes at once once the work stopped");
+    assert_eq!(
+        (rv.as_str(), retake.transitions),
+        ("3", Some(term.transitions + 1))
+    );
+}
+
+/// Item: a deleted Lease, or a holder cleared by someone else, is free
+/// only after the previous record's duration from when it was seen; a
+/// graceful release is free at once.
+#[test]
+fn deleted_or_cleared_lease_is_waited_out_release_is_not() {
+    for edit in ["delete", "clear"] {
+        let mut h = H::new(true);
+        let w = h.watch_id();
+        h.watch(w, WatchEvent::Started);
+        h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 2))));
+        h.advance(secs(3.0));
+        h.take();
+        if edit == "delete" {
+            h.watch(w, WatchEvent::Deleted);
+        } else {
+            let mut cleared = held_by("", 15, 2);
+            cleared.renew_time = WallTime::parse_rfc3339("2020-01-01T00:00:09Z");
+            h.watch(w, WatchEvent::Upsert(obs("4", cleared)));
+        }
+        assert!(
+            !h.has(|a| matches!(a, Action::Create { .. } | Action::Update { .. })),
+            "{edit}: taken at once: {:?}",
+            h.out
+        );
+        h.advance(secs(14.999));
+        assert!(
+            !h.has(|a| matches!(a, Action::Create { .. } | Action::Update { .. })),
+            "{edit}"
+        );
+        h.advance(secs(0.001));
+        assert!(
+            h.has(|a| matches!(a, Action::Create { .. } | Action::Update { .. })),
+            "{edit}: not taken after the wait: {:?}",
+            h.out
+        );
+    }
+    // The leader steps down at once on both.
+    let (mut h, w) = H::leading();
+    let mut cleared = held_by("", 15, 0);
+    cleared.renew_time = WallTime::parse_rfc3339("2020-01-01T00:00:09Z");
+    h.watch(w, WatchEvent::Upsert(obs("2", cleared)));
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::Cleared
+        }));
+    // A release is taken at once.
+    let mut h = H::new(true);
+    h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 2))));
+    let w = h.watch_id();
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("4", released(2, "2020-01-01T00:01:00Z"))),
+    );
+    assert!(h.update().is_some(), "{:?}", h.out);
+}
+
+/// Item: terms never go backwards, even if the transitions were removed
+/// from the record or the Lease was deleted and created again.
+#[test]
+fn new_terms_are_numbered_above_every_transition_seen() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 4))));
+    let mut dropped = held_by("pod-b", 15, 0);
+    dropped.transitions = None;
+    dropped.renew_time = WallTime::parse_rfc3339("2020-01-01T00:00:05Z");
+    h.watch(w, WatchEvent::Upsert(obs("4", dropped)));
+    assert!(h.has(|a| matches!(
+        a,
+        Action::Warn(Warning::TransitionsWentBack {
+            found: 0,
+            highest: 4
+        })
+    )));
+    h.advance(secs(15.0));
+    assert_eq!(h.update().unwrap().0.transitions, Some(5));
+
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::Found(obs(
+        "3",
+        released(7, "2020-01-01T00:01:00Z"),
+    )));
+    h.write(WriteResult::Conflict);
+    h.read(ReadResult::NotFound);
+    let created = h.out.iter().rev().find_map(|a| match a {
+        Action::Create { record, .. } => Some(record.clone()),
+        _ => None,
+    });
+    assert_eq!(created.expect("created").transitions, Some(8));
+}
+
+/// Item: work that ignores cancellation is given up on: the candidate
+/// stands again, and never releases a lease that work may still act under.
+#[test]
+fn abandoned_work_lets_the_election_go_on_but_is_never_released() {
+    let (mut h, _) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    h.feed(Input::Shutdown);
+    h.feed(Input::WorkEnded(WorkEnd::Abandoned));
+    assert!(h.has(|a| *a == Action::Warn(Warning::WorkAbandoned { term: term.clone() })));
+    assert!(
+        h.update().is_none(),
+        "released a lease whose work may run: {:?}",
+        h.out
+    );
+    assert!(h.has(|a| *a == Action::Stopped));
+
+    let (mut h, w) = H::leading();
+    h.watch(w, WatchEvent::Upsert(obs("5", held_by("pod-b", 15, 1))));
+    h.feed(Input::WorkEnded(WorkEnd::Abandoned));
+    h.take();
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("6", released(1, "2020-01-01T00:01:00Z"))),
+    );
+    assert!(
+        h.update().is_some(),
+        "still a candidate after abandoned work"
+    );
+}
+
+/// Item: an acquire answer older than a record already known never makes
+/// a leader (the admin overwrote the Lease after our write applied).
+#[test]
+fn no_step_up_on_an_answer_older_than_the_known_record() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::Found(obs(
+        "7",
+        released(1, "2020-01-01T00:01:00Z"),
+    )));
+    let (attempt, _) = h.update().unwrap();
+    let op = h.last_op();
+    h.watch(w, WatchEvent::Upsert(obs("9", held_by("pod-b", 15, 3))));
+    h.feed(Input::WriteDone {
+        op,
+        result: WriteResult::Ok(obs("8", attempt)),
+    });
+    assert!(
+        !h.has(|a| matches!(a, Action::StepUp { .. })),
+        "{:?}",
+        h.out
+    );
+    assert!(h.core.term().is_none());
+}
+
+/// Item: shutdown while an acquire's outcome is unknown reads first and
+/// releases the lease if the write did apply.
+#[test]
+fn shutdown_mid_acquire_settles_with_a_read_and_releases() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::Found(obs(
+        "3",
+        released(1, "2020-01-01T00:01:00Z"),
+    )));
+    let (attempt, _) = h.update().unwrap();
+    h.feed(Input::Shutdown);
+    h.take();
+    h.advance(secs(5.0)); // the acquire times out: outcome unknown
+    assert!(
+        !h.has(|a| *a == Action::Stopped),
+        "stopped without a read: {:?}",
+        h.out
+    );
+    h.advance(secs(4.5)); // after the backoff (at most 2.2 × 2 s), a read
+    h.read(ReadResult::Found(obs("4", attempt)));
+    let (release, rv) = h.update().expect("releases the term it may hold");
+    assert_eq!((release.holder.as_str(), rv.as_str()), ("", "4"));
+    h.write(WriteResult::Ok(obs("5", release)));
+    assert!(h.has(|a| *a == Action::Stopped));
+}
+
+/// Item: no "following ourselves" after a deadline step-down or at
+/// shutdown, and a re-lead after the deadline is a new term.
+#[test]
+fn never_following_itself_and_relead_is_a_new_term() {
+    let (mut h, _) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    h.take();
+    h.advance(secs(10.0));
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::RenewDeadline
+        }));
+    assert!(
+        h.has(|a| *a == Action::Following { holder: None }),
+        "{:?}",
+        h.out
+    );
+    assert!(!h.has(|a| matches!(a, Action::Following { holder: Some(x) } if x == ME)));
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    let op = h.out.iter().rev().find_map(|a| match a {
+        Action::Get { op, .. } => Some(*op),
+        _ => None,
+    });
+    h.take();
+    h.feed(Input::ReadDone {
+        op: op.expect("re-reads after a deadline step-down"),
+        result: ReadResult::Found(obs("1", h.core_record(&term))),
+    });
+    let (retake, _) = h.update().expect("retakes its own leftover term");
+    assert_eq!(retake.transitions, Some(term.transitions + 1));
+    h.write(WriteResult::Ok(obs("2", retake)));
+    assert!(
+        h.has(|a| matches!(a, Action::StepUp { term: t } if t.transitions == term.transitions + 1))
+    );
+}
+
+/// A late answer never extends a term whose deadline already passed.
+#[test]
+fn deadline_is_judged_before_a_late_answer() {
+    let (mut h, _) = H::leading();
+    h.advance(secs(2.0));
+    let (renew, _) = h.update().unwrap();
+    let op = h.last_op();
+    h.take();
+    // The loop was starved: the answer is handled 9 s after it was sent,
+    // past the deadline of the acquiring write (10 s from its start).
+    h.now = h.now + secs(7.5);
+    h.feed(Input::WriteDone {
+        op,
+        result: WriteResult::Ok(obs("2", renew)),
+    });
+    assert!(
+        h.core.term().is_some(),
+        "renew sent at +2 s keeps it until +12 s"
+    );
+    h.now = h.now + secs(2.5);
+    h.feed(Input::Timeout);
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::RenewDeadline
+        }));
+    // The watchdog path: a forced step-down.
+    let (mut h, _) = H::leading();
+    h.feed(Input::WatchdogFired);
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::RenewDeadline
+        }));
 }

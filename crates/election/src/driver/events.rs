@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, PostParams};
 
 /// Posts one Event; failures are logged, never fatal.
@@ -16,6 +16,7 @@ pub(crate) fn post(
     message: String,
     timeout: Duration,
 ) {
+    let now = k8s_openapi::jiff::Timestamp::now();
     tokio::spawn(async move {
         let api: Api<Event> = Api::namespaced(client, &namespace);
         let event = Event {
@@ -39,6 +40,8 @@ pub(crate) fn post(
                 host: None,
             }),
             count: Some(1),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
             ..Default::default()
         };
         match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {

@@ -27,6 +27,11 @@ pub trait Metrics: Send + Sync + 'static {
     fn request(&self, lease: &str, verb: &str, code: &str) {
         let _ = (lease, verb, code);
     }
+    /// `leader_election_slowpath_total{name}`: the leader had to re-read
+    /// the Lease before writing instead of renewing from its cached copy.
+    fn slow_path(&self, lease: &str) {
+        let _ = lease;
+    }
 }
 
 /// Discards everything.
@@ -41,6 +46,7 @@ struct State {
     transitions: BTreeMap<String, u64>,
     renew_count: BTreeMap<String, (u64, f64)>,
     requests: BTreeMap<(String, String, String), u64>,
+    slow_path: BTreeMap<String, u64>,
 }
 
 /// In-memory metrics with a Prometheus text rendering.
@@ -83,6 +89,10 @@ impl SimpleMetrics {
             for (name, leading) in &s.status {
                 let _ = writeln!(out, "leader_election_master_status{{name=\"{name}\"}} {}", u8::from(*leading));
             }
+            out.push_str("# HELP leader_election_slowpath_total Renewals that had to re-read the lease first.\n# TYPE leader_election_slowpath_total counter\n");
+            for (name, n) in &s.slow_path {
+                let _ = writeln!(out, "leader_election_slowpath_total{{name=\"{name}\"}} {n}");
+            }
             out.push_str("# HELP leasehold_election_transitions_total Terms begun by this process.\n# TYPE leasehold_election_transitions_total counter\n");
             for (name, n) in &s.transitions {
                 let _ = writeln!(out, "leasehold_election_transitions_total{{name=\"{name}\"}} {n}");
@@ -115,6 +125,9 @@ impl Metrics for SimpleMetrics {
             e.1 += latency.as_secs_f64();
         });
     }
+    fn slow_path(&self, lease: &str) {
+        self.with(|s| *s.slow_path.entry(lease.into()).or_default() += 1);
+    }
     fn request(&self, lease: &str, verb: &str, code: &str) {
         self.with(|s| {
             *s.requests
@@ -131,15 +144,15 @@ mod tests {
     #[test]
     fn renders_client_go_compatible_status_gauge() {
         let m = SimpleMetrics::new();
-        m.leader_status("ns/l", true);
-        m.request("ns/l", "update", "200");
-        m.request("ns/l", "update", "200");
+        m.leader_status("l", true);
+        m.request("l", "update", "200");
+        m.request("l", "update", "200");
         let text = m.render();
         assert!(
-            text.contains("leader_election_master_status{name=\"ns/l\"} 1"),
+            text.contains("leader_election_master_status{name=\"l\"} 1"),
             "{text}"
         );
         assert!(text.contains("verb=\"update\",code=\"200\"} 2"), "{text}");
-        assert_eq!(m.requests("ns/l", "update", "200"), 2);
+        assert_eq!(m.requests("l", "update", "200"), 2);
     }
 }

@@ -22,9 +22,13 @@
 mod errors;
 mod events;
 mod health;
+mod hook;
+mod kube_lock;
 mod lease;
+mod lock;
 mod metrics;
 mod run;
+mod watchdog;
 
 use std::fmt;
 use std::future::Future;
@@ -37,12 +41,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use health::HealthCheck;
+pub use lock::{LeaseLock, LockError, LockWatchEvent};
 pub use metrics::{Metrics, NoMetrics, SimpleMetrics};
 
 use crate::core::{Config, ConfigError, Core, Term, Timings};
 
 /// What this process currently is in one election.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Leadership {
     /// Not known yet (the Lease has not been read).
     Unknown,
@@ -73,17 +79,33 @@ impl Leadership {
 /// its token is cancelled (it is aborted after a grace period otherwise).
 pub type LeaderTask = Arc<dyn Fn(Term, CancellationToken) -> BoxFuture<'static, ()> + Send + Sync>;
 
-/// Called synchronously at every state change, before the driver does
-/// anything else (so a printed "stopped leading" precedes the release).
-pub type StateHook = Arc<dyn Fn(&Leadership) + Send + Sync>;
+/// A state change and the instant it happened (taken when the elector
+/// changed state, not when the hook runs, so a slow reader still reports
+/// true times).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateChange {
+    /// The new state.
+    pub state: Leadership,
+    /// When the elector changed to it.
+    pub at: std::time::SystemTime,
+}
+
+/// Called in order for every state change, on a dedicated thread: a hook
+/// that blocks (a stalled stdout) delays only later hook calls, never the
+/// election or a step-down.
+pub type StateHook = Arc<dyn Fn(&StateChange) + Send + Sync>;
 
 /// Why an elector could not be started.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BuildError {
     /// An empty namespace, lease name or identity.
     Empty(&'static str),
     /// The core refused the configuration.
     Config(ConfigError),
+    /// A helper thread could not be started.
+    Thread(std::io::Error),
 }
 
 impl fmt::Display for BuildError {
@@ -91,6 +113,7 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::Empty(what) => write!(f, "{what} must not be empty"),
             BuildError::Config(e) => e.fmt(f),
+            BuildError::Thread(e) => write!(f, "cannot start the elector's thread: {e}"),
         }
     }
 }
@@ -98,9 +121,9 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {}
 
 /// Settings shared by the loop and its tasks.
-#[derive(Clone)]
 pub(crate) struct Settings {
-    pub(crate) client: kube::Client,
+    /// For Events; `None` when the lock is not the API server.
+    pub(crate) client: Option<kube::Client>,
     pub(crate) namespace: String,
     pub(crate) lease: String,
     pub(crate) identity: String,
@@ -109,7 +132,7 @@ pub(crate) struct Settings {
     pub(crate) metrics: Arc<dyn Metrics>,
     pub(crate) health: HealthCheck,
     pub(crate) work_grace: Duration,
-    pub(crate) hook: Option<StateHook>,
+    pub(crate) hook: Option<hook::HookSender>,
 }
 
 /// Entry point: `Elector::builder(..)`.
@@ -124,10 +147,17 @@ impl Elector {
         lease: impl Into<String>,
         identity: impl Into<String>,
     ) -> ElectorBuilder {
+        let (namespace, lease) = (namespace.into(), lease.into());
         ElectorBuilder {
-            client,
-            namespace: namespace.into(),
-            lease: lease.into(),
+            lock: Arc::new(kube_lock::KubeLock::new(
+                client.clone(),
+                &namespace,
+                &lease,
+                Arc::new(NoMetrics),
+            )),
+            client: Some(client),
+            namespace,
+            lease,
             identity: identity.into(),
             timings: Timings::default(),
             release_on_shutdown: true,
@@ -135,13 +165,54 @@ impl Elector {
             metrics: Arc::new(NoMetrics),
             task: None,
             hook: None,
+            custom_lock: false,
+        }
+    }
+
+    /// An elector for Lease `lease` reached through `api` (its client and
+    /// namespace; the client's default namespace if `api` is cluster-wide).
+    pub fn for_api(
+        api: kube::Api<k8s_openapi::api::coordination::v1::Lease>,
+        lease: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> ElectorBuilder {
+        let namespace = api.namespace().map(str::to_owned);
+        let client = api.into_client();
+        let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+        Elector::builder(client, namespace, lease, identity)
+    }
+
+    /// An elector on any [`LeaseLock`] (a simulated server in tests, a
+    /// proxy…); Kubernetes Events are not posted.
+    pub fn with_lock(lock: Arc<dyn LeaseLock>, identity: impl Into<String>) -> ElectorBuilder {
+        let described = lock.describe();
+        let (namespace, lease) = match described.split_once('/') {
+            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+            None => (String::new(), described),
+        };
+        ElectorBuilder {
+            lock,
+            client: None,
+            namespace,
+            lease,
+            identity: identity.into(),
+            timings: Timings::default(),
+            release_on_shutdown: true,
+            events: false,
+            metrics: Arc::new(NoMetrics),
+            task: None,
+            hook: None,
+            custom_lock: true,
         }
     }
 }
 
 /// Configures and starts an elector.
 pub struct ElectorBuilder {
-    client: kube::Client,
+    lock: Arc<dyn LeaseLock>,
+    /// Set when the lock was given by the caller (not rebuilt with metrics).
+    custom_lock: bool,
+    client: Option<kube::Client>,
     namespace: String,
     lease: String,
     identity: String,
@@ -154,10 +225,10 @@ pub struct ElectorBuilder {
 }
 
 impl ElectorBuilder {
-    /// Calls `f` synchronously at every state change, in order, before the
-    /// elector acts further: for reporting that must never lag behind the
-    /// Lease (a "stopped leading" line precedes the release write).
-    pub fn on_state(mut self, f: impl Fn(&Leadership) + Send + Sync + 'static) -> Self {
+    /// Calls `f` for every state change, in order, on a dedicated thread
+    /// (never on the election loop, so it cannot delay a step-down). Each
+    /// change carries the instant it happened.
+    pub fn on_state(mut self, f: impl Fn(&StateChange) + Send + Sync + 'static) -> Self {
         self.hook = Some(Arc::new(f));
         self
     }
@@ -205,6 +276,9 @@ impl ElectorBuilder {
             ("lease name", &self.lease),
             ("identity", &self.identity),
         ] {
+            if self.custom_lock && what == "namespace" {
+                continue;
+            }
             if v.is_empty() {
                 return Err(BuildError::Empty(what));
             }
@@ -223,6 +297,15 @@ impl ElectorBuilder {
         // the lease expire: well inside lease_duration − renew_deadline.
         let work_grace = (t.lease_duration() - t.renew_deadline()) / 2;
         let health = HealthCheck::new(t.lease_duration(), t.retry_period() * 2);
+        let lock: Arc<dyn LeaseLock> = match (&self.client, self.custom_lock) {
+            (Some(client), false) => Arc::new(kube_lock::KubeLock::new(
+                client.clone(),
+                &self.namespace,
+                &self.lease,
+                self.metrics.clone(),
+            )),
+            _ => self.lock.clone(),
+        };
         let settings = Settings {
             client: self.client.clone(),
             namespace: self.namespace.clone(),
@@ -233,13 +316,16 @@ impl ElectorBuilder {
             metrics: self.metrics,
             health: health.clone(),
             work_grace,
-            hook: self.hook,
+            hook: match self.hook {
+                Some(h) => Some(hook::HookSender::start(h).map_err(BuildError::Thread)?),
+                None => None,
+            },
         };
         let (state_tx, state_rx) = watch::channel(Leadership::Unknown);
         let (token_tx, token_rx) = watch::channel(None);
         let shutdown = CancellationToken::new();
         let driver = run::Driver {
-            api: run::lease_api(self.client, &self.namespace),
+            lock,
             settings,
             core,
             origin,

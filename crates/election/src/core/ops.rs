@@ -1,0 +1,274 @@
+//! Requests: deciding which one to send next in each phase, building them
+//! as client-go's LeaseLock would, and applying their answers.
+
+use super::io::{Event, Failure, ReadResult, Request, WriteResult};
+use super::machine::{Core, InFlight, OpKind, WatchState};
+use super::phase::Phase;
+use super::record::{LeaseRecord, Observed, Term};
+use super::time::{Instant, WallTime};
+use super::timers::TimerKind;
+use super::view::{Known, rv_older};
+
+impl Core {
+    // ---- what to send next ------------------------------------------------
+
+    pub(super) fn progress_candidate(&mut self, now: Instant, wall: WallTime) {
+        self.ensure_watch(now);
+        if self.op.is_none() && !self.gated() {
+            if self.read_due || matches!(self.view.known, Known::Unknown) {
+                self.send_get(now);
+            } else {
+                self.try_acquire(now, wall);
+            }
+        }
+        self.schedule_poll(now);
+    }
+
+    /// Rule: take the lease once it may be taken — at once for a graceful
+    /// release or a leftover term of our own, otherwise once `observed_at`
+    /// plus the wait has passed on the local clock.
+    fn try_acquire(&mut self, now: Instant, wall: WallTime) {
+        let Some(free_at) = self.view.free_at() else {
+            return;
+        };
+        match self.view.known.clone() {
+            Known::Unknown => {}
+            Known::Absent if now >= free_at => self.send_create(now, wall),
+            Known::Present(obs) if self.own_term_in(&obs).is_some() || now >= free_at => {
+                self.send_takeover(now, wall, &obs);
+            }
+            _ => self.timers.set(TimerKind::Expiry, free_at),
+        }
+    }
+
+    /// Draining: no new term may start; keep the view fresh, and hold a
+    /// shortened record of our own term until the work has stopped.
+    pub(super) fn progress_idle(&mut self, now: Instant, wall: WallTime) {
+        self.ensure_watch(now);
+        if self.op.is_none() && !self.gated() {
+            if self.read_due {
+                self.send_get(now);
+            } else if let Some(obs) = self.view.present().cloned()
+                && obs.record.duration() < self.timings.lease_duration()
+                && let Some(term) = self.own_term_in(&obs).cloned()
+            {
+                self.send_update(now, wall, &term, obs.resource_version, OpKind::Fence);
+            }
+        }
+        self.schedule_poll(now);
+    }
+
+    pub(super) fn progress_leader(&mut self, now: Instant, wall: WallTime) {
+        self.ensure_watch(now);
+        if self.op.is_some() || self.gated() {
+            return;
+        }
+        if self.read_due {
+            self.emit(Event::SlowPath);
+            self.send_get(now);
+        } else if self.renew_due {
+            self.send_renew(now, wall);
+        }
+    }
+
+    /// Rule: poll (with jitter) only while the watch is down.
+    pub(super) fn schedule_poll(&mut self, now: Instant) {
+        if self.op.is_none() && self.watch != WatchState::Up && !self.timers.is_set(TimerKind::Poll)
+        {
+            let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2);
+            self.timers.set(TimerKind::Poll, now + d);
+        }
+    }
+
+    // ---- building requests ----------------------------------------------------
+
+    pub(super) fn send_get(&mut self, now: Instant) {
+        let op = self.new_op(now, OpKind::Read);
+        let timeout = self.call_timeout();
+        self.send(Request::Get { op, timeout });
+    }
+
+    fn record_for(&self, term: &Term, wall: WallTime) -> LeaseRecord {
+        LeaseRecord {
+            holder: self.id.clone(),
+            duration_secs: Some(self.timings.lease_duration_seconds()),
+            acquire_time: Some(term.acquire_time),
+            renew_time: Some(wall),
+            transitions: Some(term.transitions),
+        }
+    }
+
+    fn send_create(&mut self, now: Instant, wall: WallTime) {
+        let term = Term {
+            holder: self.id.clone(),
+            acquire_time: wall,
+            transitions: self.view.next_transitions(None),
+        };
+        self.remember_own(term.clone());
+        let record = self.record_for(&term, wall);
+        let op = self.new_op(now, OpKind::Acquire(term));
+        let timeout = self.call_timeout();
+        self.send(Request::Create {
+            op,
+            record,
+            timeout,
+        });
+    }
+
+    /// Rule: taking over sets acquireTime = renewTime = now and
+    /// transitions above every value seen on this Lease.
+    fn send_takeover(&mut self, now: Instant, wall: WallTime, obs: &Observed) {
+        let term = Term {
+            holder: self.id.clone(),
+            acquire_time: wall,
+            transitions: self.view.next_transitions(Some(&obs.record)),
+        };
+        self.remember_own(term.clone());
+        let rv = obs.resource_version.clone();
+        self.send_update(now, wall, &term, rv, OpKind::Acquire(term.clone()));
+    }
+
+    /// Rule: renew with the cached version, keeping acquireTime and transitions.
+    fn send_renew(&mut self, now: Instant, wall: WallTime) {
+        let Some(l) = self.leader() else { return };
+        let (term, rv) = (l.term.clone(), l.resource_version.clone());
+        self.send_update(now, wall, &term, rv, OpKind::Renew(wall));
+    }
+
+    /// Rule: every write carries the resourceVersion of the record it is
+    /// based on.
+    fn send_update(&mut self, now: Instant, wall: WallTime, term: &Term, rv: String, kind: OpKind) {
+        let record = self.record_for(term, wall);
+        let op = self.new_op(now, kind);
+        let timeout = self.call_timeout();
+        self.send(Request::Update {
+            op,
+            record,
+            resource_version: rv,
+            timeout,
+        });
+    }
+
+    /// Rule: release writes holder "", duration 1, acquire = renew = now,
+    /// transitions unchanged.
+    pub(super) fn send_release(&mut self, now: Instant, wall: WallTime, obs: &Observed) {
+        let record = LeaseRecord {
+            holder: String::new(),
+            duration_secs: Some(1),
+            acquire_time: Some(wall),
+            renew_time: Some(wall),
+            transitions: Some(obs.record.transitions_or_zero()),
+        };
+        let op = self.new_op(now, OpKind::Release);
+        let timeout = self.call_timeout();
+        self.send(Request::Update {
+            op,
+            record,
+            resource_version: obs.resource_version.clone(),
+            timeout,
+        });
+    }
+
+    // ---- answers ---------------------------------------------------------------
+
+    pub(super) fn on_read(&mut self, now: Instant, result: ReadResult, _f: &InFlight) {
+        match result {
+            ReadResult::Found(obs) => {
+                self.settled_by_read();
+                self.observe(now, obs);
+            }
+            ReadResult::NotFound => {
+                self.settled_by_read();
+                self.observe_absent(now);
+            }
+            ReadResult::Failed(_) => self.backoff(now),
+        }
+    }
+
+    fn settled_by_read(&mut self) {
+        self.read_due = false;
+        self.unsettled = false;
+        self.watch_needs_read = false;
+    }
+
+    pub(super) fn on_write(&mut self, now: Instant, f: InFlight, result: WriteResult) {
+        match result {
+            WriteResult::Ok(obs) => self.on_write_ok(now, f, obs),
+            // Rule: 409 means someone else wrote: re-read, no backoff.
+            WriteResult::Conflict | WriteResult::NotFound => {
+                self.read_due = true;
+                // The watch did not show that write in time; it may be a
+                // stream silently stuck behind a dead connection: renew it.
+                if self.watch == WatchState::Up {
+                    self.watch = WatchState::Down;
+                }
+            }
+            WriteResult::Failed(failure) => self.on_failed(now, f, failure),
+        }
+    }
+
+    fn on_write_ok(&mut self, now: Instant, f: InFlight, obs: Observed) {
+        // Rule: an answer older than a record already known does not
+        // count; the newer record decides (someone wrote after us).
+        let stale = self
+            .view
+            .present()
+            .is_some_and(|k| rv_older(&obs.resource_version, &k.resource_version));
+        match f.kind {
+            OpKind::Acquire(term) => {
+                if stale {
+                    return;
+                }
+                self.remember(now, &obs);
+                if !obs.record.is_term(&term) {
+                    self.read_due = true;
+                    return;
+                }
+                self.unsettled = false;
+                let in_time = now < f.sent_at + self.timings.renew_deadline();
+                if matches!(self.phase, Phase::Candidate) && in_time {
+                    self.step_up(term, obs.resource_version, f.sent_at);
+                }
+                // Otherwise it is a leftover term of ours: released when
+                // stopping, or retaken at once with a new term.
+            }
+            OpKind::Renew(_) => {
+                if stale {
+                    return;
+                }
+                if self.leader().is_some_and(|l| obs.record.is_term(&l.term)) {
+                    self.credit(f.sent_at);
+                    self.renew_due = false;
+                    let next = f.sent_at + self.timings.retry_period();
+                    self.timers.set(TimerKind::Renew, next);
+                }
+                self.observe(now, obs);
+            }
+            OpKind::Release => {
+                self.remember(now, &obs);
+                self.emit(Event::Released);
+                self.stop();
+            }
+            OpKind::Read | OpKind::Fence => self.observe(now, obs),
+        }
+    }
+
+    /// A request failed or timed out: it may or may not have applied.
+    pub(super) fn on_failed(&mut self, now: Instant, f: InFlight, _failure: Failure) {
+        match f.kind {
+            OpKind::Acquire(_) | OpKind::Release | OpKind::Fence => self.unsettled = true,
+            OpKind::Renew(renew_time) => {
+                self.unsettled = true;
+                if let Some(l) = self.leader_mut() {
+                    if l.unknown_renews.len() >= 8 {
+                        l.unknown_renews.remove(0);
+                    }
+                    l.unknown_renews.push((renew_time, f.sent_at));
+                }
+            }
+            OpKind::Read => {}
+        }
+        // Rule: re-read only after a failure; retry with jittered backoff.
+        self.backoff(now);
+    }
+}

@@ -1,0 +1,68 @@
+//! The single watch on the Lease: started at once, resumed from the last
+//! resourceVersion, re-listed after 410, retried with jitter; polling
+//! covers the time it is down.
+
+use super::io::{Event, Failure, Request, Warning, WatchEvent, WatchId};
+use super::machine::{Core, WatchState};
+use super::time::Instant;
+use super::timers::TimerKind;
+
+impl Core {
+    pub(super) fn ensure_watch(&mut self, now: Instant) {
+        if matches!(self.watch, WatchState::Down | WatchState::Forbidden)
+            && !self.timers.is_set(TimerKind::WatchRetry)
+            && !self.watch_needs_read
+        {
+            self.watch_id += 1;
+            self.watch = WatchState::Starting;
+            self.watch_started_at = now;
+            let from = self.view.last_rv.clone();
+            self.send(Request::StartWatch {
+                watch: WatchId(self.watch_id),
+                from,
+            });
+        }
+    }
+
+    fn retry_watch_later(&mut self, now: Instant, factor: u32) {
+        let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2) * factor;
+        self.timers.set(TimerKind::WatchRetry, now + d);
+    }
+
+    pub(super) fn on_watch(&mut self, now: Instant, event: WatchEvent) {
+        match event {
+            WatchEvent::Started => {
+                self.watch = WatchState::Up;
+                self.timers.clear(TimerKind::Poll);
+            }
+            WatchEvent::Upsert(obs) => self.observe(now, obs),
+            WatchEvent::Deleted => self.observe_absent(now),
+            WatchEvent::Bookmark(rv) => self.view.last_rv = Some(rv),
+            WatchEvent::Expired => {
+                // Rule: re-list on 410, then watch from the fresh version.
+                self.watch = WatchState::Down;
+                self.watch_needs_read = true;
+                self.view.last_rv = None;
+                self.read_due = true;
+            }
+            WatchEvent::Ended => {
+                self.watch = WatchState::Down;
+                if now.saturating_since(self.watch_started_at) < self.timings.retry_period() {
+                    self.retry_watch_later(now, 1);
+                }
+            }
+            WatchEvent::Failed(Failure::Forbidden) => {
+                self.watch = WatchState::Forbidden;
+                if !self.warned_watch {
+                    self.warned_watch = true;
+                    self.emit(Event::Warn(Warning::WatchForbidden));
+                }
+                self.retry_watch_later(now, 5);
+            }
+            WatchEvent::Failed(_) => {
+                self.watch = WatchState::Down;
+                self.retry_watch_later(now, 1);
+            }
+        }
+    }
+}

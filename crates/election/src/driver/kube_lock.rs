@@ -1,0 +1,229 @@
+//! [`LeaseLock`] on a real API server through kube-rs. Writes take the
+//! object read at exactly the resourceVersion the core chose, so fields
+//! the election does not manage (`preferredHolder`, `strategy`, labels,
+//! annotations) are never reverted by a write based on an older body.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use kube::api::{Api, DynamicObject, PostParams, WatchEvent as KubeEvent, WatchParams};
+
+use super::errors::{ApiOutcome, classify, code_label, forbidden_message};
+use super::lease::{build_new, build_update, lease_resource, parse};
+use super::lock::{LeaseLock, LockError, LockWatchEvent};
+use super::metrics::Metrics;
+use crate::core::{Failure, LeaseRecord, Observed};
+
+/// How many objects (by resourceVersion) are kept as bases for writes.
+const KEPT_OBJECTS: usize = 16;
+
+/// One Lease on the API server.
+#[derive(Clone)]
+pub(crate) struct KubeLock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    api: Api<DynamicObject>,
+    namespace: String,
+    lease: String,
+    metrics: Arc<dyn Metrics>,
+    /// Objects as read, newest last, to base writes on.
+    objects: Mutex<VecDeque<DynamicObject>>,
+    /// Verbs refused with 403 and already explained (once per outage).
+    forbidden: Mutex<Vec<&'static str>>,
+}
+
+impl KubeLock {
+    pub(crate) fn new(
+        client: kube::Client,
+        namespace: &str,
+        lease: &str,
+        metrics: Arc<dyn Metrics>,
+    ) -> KubeLock {
+        KubeLock {
+            inner: Arc::new(Inner {
+                api: Api::namespaced_with(client, namespace, &lease_resource()),
+                namespace: namespace.into(),
+                lease: lease.into(),
+                metrics,
+                objects: Mutex::default(),
+                forbidden: Mutex::default(),
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn keep(&self, obj: DynamicObject) -> Observed {
+        let (observed, notes) = parse(&obj);
+        for note in notes {
+            tracing::warn!(lease = %self.lease, namespace = %self.namespace, "malformed lease: {note}");
+        }
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        if objects.len() >= KEPT_OBJECTS {
+            objects.pop_front();
+        }
+        objects.push_back(obj);
+        observed
+    }
+
+    fn base(&self, rv: &str) -> Option<DynamicObject> {
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        objects
+            .iter()
+            .rev()
+            .find(|o| o.metadata.resource_version.as_deref() == Some(rv))
+            .cloned()
+    }
+
+    fn count(&self, verb: &'static str, result: &Result<DynamicObject, kube::Error>) {
+        let code = match result {
+            Ok(_) if verb == "create" => "201".to_string(),
+            Ok(_) => "200".to_string(),
+            Err(e) => code_label(e),
+        };
+        self.metrics.request(&self.lease, verb, &code);
+        let mut f = self.forbidden.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Err(e) if classify(e) == ApiOutcome::Failed(Failure::Forbidden) => {
+                if !f.contains(&verb) {
+                    f.push(verb);
+                    tracing::warn!("{}", forbidden_message(verb, &self.namespace, &self.lease));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(lease = %self.lease, verb, error = %e, "lease request failed")
+            }
+            Ok(_) => f.retain(|v| *v != verb),
+        }
+    }
+
+    fn answer(
+        &self,
+        verb: &'static str,
+        result: Result<DynamicObject, kube::Error>,
+    ) -> Result<Observed, LockError> {
+        self.count(verb, &result);
+        match result {
+            Ok(obj) => Ok(self.keep(obj)),
+            Err(e) => Err(match classify(&e) {
+                ApiOutcome::Conflict => LockError::Conflict,
+                ApiOutcome::NotFound => LockError::NotFound,
+                ApiOutcome::Gone => LockError::Gone,
+                ApiOutcome::Failed(f) => LockError::Failed(f),
+            }),
+        }
+    }
+}
+
+impl LeaseLock for KubeLock {
+    fn describe(&self) -> String {
+        format!("{}/{}", self.inner.namespace, self.inner.lease)
+    }
+
+    fn get(&self) -> BoxFuture<'static, Result<Observed, LockError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let result = inner.api.get(&inner.lease).await;
+            inner.answer("get", result)
+        })
+    }
+
+    fn create(&self, record: LeaseRecord) -> BoxFuture<'static, Result<Observed, LockError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let obj = build_new(&inner.namespace, &inner.lease, &record);
+            let result = inner.api.create(&PostParams::default(), &obj).await;
+            inner.answer("create", result)
+        })
+    }
+
+    fn update(
+        &self,
+        resource_version: String,
+        record: LeaseRecord,
+    ) -> BoxFuture<'static, Result<Observed, LockError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let base = inner.base(&resource_version);
+            let obj = build_update(
+                base.as_ref(),
+                &inner.namespace,
+                &inner.lease,
+                &record,
+                &resource_version,
+            );
+            let result = inner
+                .api
+                .replace(&inner.lease, &PostParams::default(), &obj)
+                .await;
+            inner.answer("update", result)
+        })
+    }
+
+    fn watch(
+        &self,
+        from: Option<String>,
+    ) -> BoxFuture<'static, Result<BoxStream<'static, LockWatchEvent>, LockError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let wp = WatchParams::default()
+                .fields(&format!("metadata.name={}", inner.lease))
+                .timeout(290);
+            let version = from.unwrap_or_else(|| "0".into());
+            let stream = match inner.api.watch(&wp, &version).await {
+                Ok(s) => s,
+                Err(e) => {
+                    inner
+                        .metrics
+                        .request(&inner.lease, "watch", &code_label(&e));
+                    return Err(match classify(&e) {
+                        ApiOutcome::Gone => LockError::Gone,
+                        ApiOutcome::Failed(f) => LockError::Failed(f),
+                        _ => LockError::Failed(Failure::Other),
+                    });
+                }
+            };
+            inner.metrics.request(&inner.lease, "watch", "200");
+            let name = inner.lease.clone();
+            let events = stream
+                .map(move |item| match item {
+                    // Outer None ends the stream; inner None skips an item.
+                    Ok(KubeEvent::Added(obj) | KubeEvent::Modified(obj)) => {
+                        if obj.metadata.name.as_deref() == Some(name.as_str()) {
+                            Some(Some(LockWatchEvent::Upsert(inner.keep(obj))))
+                        } else {
+                            Some(None)
+                        }
+                    }
+                    Ok(KubeEvent::Deleted(obj)) => Some(
+                        (obj.metadata.name.as_deref() == Some(name.as_str()))
+                            .then_some(LockWatchEvent::Deleted),
+                    ),
+                    Ok(KubeEvent::Bookmark(b)) => {
+                        Some(Some(LockWatchEvent::Bookmark(b.metadata.resource_version)))
+                    }
+                    // 410 arrives as an ERROR event inside a 200 stream.
+                    Ok(KubeEvent::Error(status)) if status.code == 410 => {
+                        Some(Some(LockWatchEvent::Expired))
+                    }
+                    Ok(KubeEvent::Error(status)) => {
+                        tracing::debug!(?status, "lease watch error event");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "lease watch stream failed");
+                        None
+                    }
+                })
+                .take_while(|item| futures::future::ready(item.is_some()))
+                .filter_map(futures::future::ready)
+                .filter_map(futures::future::ready);
+            Ok(events.boxed())
+        })
+    }
+}

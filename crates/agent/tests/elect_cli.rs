@@ -220,3 +220,502 @@ async fn the_command_dies_with_a_killed_elect() -> Result<()> {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// Containment of the command's whole process tree, and output that never
+// delays a step-down. Timings 3s/2s/500ms: grace 0.4 × (3s − 2s) = 400 ms.
+
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+const TIMINGS: [&str; 3] = ["3s", "2s", "500ms"];
+/// The forked command samples every 50 ms.
+const SAMPLE: Duration = Duration::from_millis(50);
+/// Long enough to see a surviving sampler write several times.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// A string found in the command line of every long-lived process of one
+/// test's command tree, and of no other process (it is also a number of
+/// seconds, about a day, for `sleep`).
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "86400.{}{:03}{:09}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos
+    )
+}
+
+/// Live processes whose command line holds `marker`, apart from elect
+/// itself (whose arguments hold the command). The keeper counts.
+fn tree(marker: &str) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<String> = raw
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_elect = args.get(1).map(String::as_str) == Some("elect");
+        (!is_elect && args.iter().any(|a| a.contains(marker)) && process_running(pid))
+            .then(|| (pid, args.join(" ")))
+    })
+    .collect()
+}
+
+/// Kills whatever of a test's tree is left, so a failing test leaves
+/// nothing running behind it.
+struct KillLeftovers(String);
+
+impl Drop for KillLeftovers {
+    fn drop(&mut self) {
+        for (pid, _) in tree(&self.0) {
+            let _ = StdCommand::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// `sh` that starts a sampler which leaves the process group and session
+/// (`setsid`, double fork), a sampler that stays in the group, and then
+/// becomes a long `sleep`. Both samplers append a timestamp (ns) to `out`
+/// every 50 ms.
+fn forked_command(out: &Path, marker: &str) -> Vec<String> {
+    sampling_command(out, marker, r#"cd / && exec sleep "$1""#)
+}
+
+/// The samplers of [`forked_command`], then `last` in the command itself.
+fn sampling_command(out: &Path, marker: &str, last: &str) -> Vec<String> {
+    let script = format!(
+        r#"(setsid sh -c 'while :; do date +%s%N >> "$0"; sleep 0.05; done' "$0" "$1" &); (while :; do date +%s%N >> "$0"; sleep 0.05; done) & {last}"#
+    );
+    [
+        "--",
+        "sh",
+        "-c",
+        &script,
+        &out.display().to_string(),
+        marker,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Waits (bounded) until the samplers have written at least twice each and
+/// the tree has all of its long-lived processes (two samplers and the
+/// command).
+async fn tree_runs(out: &Path, marker: &str) -> Result<()> {
+    tree_has(out, marker, 3).await
+}
+
+async fn tree_has(out: &Path, marker: &str, processes: usize) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while file_len(out) < 4 * 20 || tree(marker).len() < processes {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the command tree did not start: {:?}", tree(marker));
+        }
+        tokio::time::sleep(SAMPLE).await;
+    }
+    Ok(())
+}
+
+/// Waits up to `within` until no process of the tree is left, then checks
+/// that nothing writes its output any more over several sample intervals.
+async fn tree_gone(out: &Path, marker: &str, within: Duration) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = tree(marker);
+        if left.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("processes of the command tree survived for {within:?}: {left:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let len = file_len(out);
+    tokio::time::sleep(QUIET.max(SAMPLE * 10)).await;
+    if file_len(out) != len {
+        bail!("the command tree's output still grows after its stop");
+    }
+    Ok(())
+}
+
+/// A leader running [`forked_command`] with `marker`, once its tree runs;
+/// returns it, its namespace and the samplers' output file.
+async fn leading_with_forked_command(
+    fleet: &mut Fleet,
+    prefix: &str,
+    k: u32,
+    dir: &Path,
+    marker: &str,
+) -> Result<(usize, String, PathBuf)> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace(prefix).await?;
+    let out = dir.join("samples");
+    let idx = fleet.spawn(Spec {
+        kind: Kind::Leasehold,
+        program: leasehold(),
+        lease: "forked".into(),
+        namespace: ns.name().into(),
+        identity: ControlPlane::agent_user(k),
+        kubeconfig: plane.agent_kubeconfig(k),
+        timings: TIMINGS.map(String::from),
+        extra: forked_command(&out, marker),
+    })?;
+    fleet.wait_for_leader(Duration::from_secs(10)).await?;
+    tree_runs(&out, marker).await?;
+    Ok((idx, ns.name().to_string(), out))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_whole_process_tree_before_exit() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fleet = Fleet::new();
+    let marker = marker();
+    let _cleanup = KillLeftovers(marker.clone());
+    let (a, _, out) =
+        leading_with_forked_command(&mut fleet, "tree-term", 1, dir.path(), &marker).await?;
+    fleet.terminate(a, Duration::from_secs(5)).await?;
+    // elect exits only once its work is gone: nothing may be left now.
+    tree_gone(&out, &marker, Duration::ZERO).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_elect_takes_the_whole_process_tree_with_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fleet = Fleet::new();
+    let marker = marker();
+    let _cleanup = KillLeftovers(marker.clone());
+    let (a, _, out) =
+        leading_with_forked_command(&mut fleet, "tree-kill", 2, dir.path(), &marker).await?;
+    fleet.kill(a, Duration::from_secs(5)).await?;
+    // Nothing of elect runs any more: the tree must be gone before anyone
+    // else could see the lease expire.
+    tree_gone(&out, &marker, LEASE_DURATION).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_command_left_behind_is_stopped_at_step_down() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("tree-left").await?;
+    let dir = tempfile::tempdir()?;
+    let (marker, out) = (marker(), dir.path().join("samples"));
+    let _cleanup = KillLeftovers(marker.clone());
+    let mut fleet = Fleet::new();
+    // The command itself exits at once; its two samplers live on.
+    let a = fleet.spawn(Spec {
+        kind: Kind::Leasehold,
+        program: leasehold(),
+        lease: "left".into(),
+        namespace: ns.name().into(),
+        identity: ControlPlane::agent_user(4),
+        kubeconfig: plane.agent_kubeconfig(4),
+        timings: TIMINGS.map(String::from),
+        extra: sampling_command(&out, &marker, "exit 0"),
+    })?;
+    fleet.wait_for_leader(Duration::from_secs(10)).await?;
+    tree_has(&out, &marker, 2).await?;
+    fleet.terminate(a, Duration::from_secs(5)).await?;
+    tree_gone(&out, &marker, Duration::ZERO).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_whose_keeper_was_killed_is_still_stopped() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fleet = Fleet::new();
+    let marker = marker();
+    let _cleanup = KillLeftovers(marker.clone());
+    let (a, _, out) =
+        leading_with_forked_command(&mut fleet, "tree-keeper", 5, dir.path(), &marker).await?;
+    // Someone kills the process that holds the tree: its orphans are
+    // re-parented to elect, which must still stop them with the term.
+    let keepers: Vec<u32> = tree(&marker)
+        .into_iter()
+        .filter(|(_, args)| args.contains(" __keep "))
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(keepers.len(), 1, "{:?}", tree(&marker));
+    StdCommand::new("kill")
+        .args(["-KILL", &keepers[0].to_string()])
+        .status()?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while process_running(keepers[0]) {
+        assert!(tokio::time::Instant::now() < deadline, "keeper lives on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tree_has(&out, &marker, 2).await?;
+    fleet.terminate(a, Duration::from_secs(5)).await?;
+    tree_gone(&out, &marker, Duration::ZERO).await
+}
+
+/// Replaces the holder of `namespace/lease` as an admin would, with a long
+/// duration so that nobody takes the lease back during the test.
+async fn overwrite_holder(namespace: &str, lease: &str, holder: &str) -> Result<()> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let admin = ControlPlane::shared().admin_client().await?;
+    let resource =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"));
+    let api: Api<DynamicObject> = Api::namespaced_with(admin, namespace, &resource);
+    for _ in 0..20 {
+        let mut object = api.get(lease).await?;
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_micros() as i64;
+        let now = leasehold_election::core::WallTime::from_unix_micros(micros).to_micro_time();
+        let spec = &mut object.data["spec"];
+        spec["holderIdentity"] = serde_json::json!(holder);
+        spec["leaseDurationSeconds"] = serde_json::json!(60);
+        spec["acquireTime"] = serde_json::json!(now);
+        spec["renewTime"] = serde_json::json!(now);
+        match api.replace(lease, &PostParams::default(), &object).await {
+            Ok(_) => return Ok(()),
+            // The leader renewed in between: read again.
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bail!("could not overwrite the holder of {namespace}/{lease}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_down_stops_the_whole_process_tree() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fleet = Fleet::new();
+    let marker = marker();
+    let _cleanup = KillLeftovers(marker.clone());
+    let (a, ns, out) =
+        leading_with_forked_command(&mut fleet, "tree-stepdown", 3, dir.path(), &marker).await?;
+    overwrite_holder(&ns, "forked", "intruder").await?;
+    let started = tokio::time::Instant::now();
+    fleet
+        .wait_for(LEASE_DURATION, "a follows the intruder", |_, i, r| {
+            i == a && r.state == State::Following && r.holder.as_deref() == Some("intruder")
+        })
+        .await?;
+    // elect runs on as a follower; its command tree must be gone before
+    // anyone could see its lease expire.
+    let left = LEASE_DURATION.saturating_sub(started.elapsed());
+    tree_gone(&out, &marker, left).await?;
+    fleet.shutdown(Duration::from_secs(5)).await
+}
+
+/// A pipe whose buffer is full and whose reader does not read: a write to
+/// the returned write end blocks. Returns (read end, write end).
+fn stalled_pipe() -> Result<(std::fs::File, std::os::fd::OwnedFd)> {
+    use std::io::Write as _;
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        bail!("pipe2: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just returned these two descriptors, owned by nobody.
+    let (read, write) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    // One page, so that it fills at once (failure is fine: it only fills
+    // a bigger buffer).
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    // Fill it through a second open file description, non-blocking: making
+    // the write end itself non-blocking would make elect's writes fail
+    // instead of block.
+    let mut filler = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", write.as_raw_fd()))?;
+    // Newlines, so that the reader later sees empty lines, then elect's.
+    for chunk in [4096, 1] {
+        loop {
+            match filler.write(&vec![b'\n'; chunk]) {
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok((read, write))
+}
+
+/// Starts `leasehold elect` as agent `k` in `namespace` with the forked
+/// command and the given stdout and stderr.
+fn spawn_elect(
+    namespace: &str,
+    k: u32,
+    command: Vec<String>,
+    stdout: std::process::Stdio,
+    stderr: std::process::Stdio,
+) -> Result<tokio::process::Child> {
+    let plane = ControlPlane::shared();
+    let mut cmd = tokio::process::Command::new(leasehold());
+    cmd.args(["elect", "--lease", "forked", "--namespace", namespace])
+        .args(["--identity", &ControlPlane::agent_user(k)])
+        .arg("--kubeconfig")
+        .arg(plane.agent_kubeconfig(k))
+        .args([
+            "--lease-duration",
+            TIMINGS[0],
+            "--renew-deadline",
+            TIMINGS[1],
+        ])
+        .args(["--retry-period", TIMINGS[2]])
+        .args(command)
+        .stdin(std::process::Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true);
+    Ok(cmd.spawn()?)
+}
+
+/// Microseconds since the epoch of a line's `ts`.
+fn ts_micros(line: &serde_json::Value) -> Result<i64> {
+    let ts = line["ts"].as_str().unwrap_or_default();
+    leasehold_election::core::WallTime::parse_rfc3339(ts)
+        .map(|t| t.unix_micros())
+        .ok_or_else(|| anyhow::anyhow!("bad ts in {line}"))
+}
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stdout_delays_neither_step_down_nor_the_truth_of_the_lines() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("stalled-stdout").await?;
+    let dir = tempfile::tempdir()?;
+    let (marker, out) = (marker(), dir.path().join("samples"));
+    let _cleanup = KillLeftovers(marker.clone());
+    let (read, write) = stalled_pipe()?;
+    let mut elect = spawn_elect(
+        ns.name(),
+        1,
+        forked_command(&out, &marker),
+        write.into(),
+        std::process::Stdio::inherit(),
+    )?;
+    // Nothing can be read from elect: it leads once its command samples.
+    tree_runs(&out, &marker).await?;
+    let first_sample: i64 = std::fs::read_to_string(&out)?
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no sample"))?;
+    overwrite_holder(ns.name(), "forked", "intruder").await?;
+    // Its stop must not wait for the stalled stdout: the tree is gone
+    // before anyone could see the lease expire.
+    tree_gone(&out, &marker, LEASE_DURATION).await?;
+
+    // Now read: the lines come out, stamped with when things happened.
+    let read_from = now_micros();
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(read).lines().map_while(Result::ok) {
+            if !line.is_empty() && tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !seen
+        .iter()
+        .any(|v: &serde_json::Value| v["holder"] == "intruder")
+    {
+        let line = tokio::time::timeout_at(deadline, lines.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("no step-down line; lines: {seen:?}"))?
+            .ok_or_else(|| anyhow::anyhow!("elect closed stdout; lines: {seen:?}"))?;
+        seen.push(serde_json::from_str(&line)?);
+    }
+    let leading = seen
+        .iter()
+        .find(|v| v["state"] == "leading")
+        .ok_or_else(|| anyhow::anyhow!("no leading line: {seen:?}"))?;
+    let following = seen.last().unwrap_or(leading);
+    assert_eq!(following["state"], "following", "{seen:?}");
+    // The step-up came before the command's first sample (ns vs µs), the
+    // step-down before the lines could be read.
+    assert!(
+        ts_micros(leading)? <= first_sample / 1000,
+        "leading at {} but sampling since {first_sample}",
+        leading["ts"]
+    );
+    assert!(
+        ts_micros(following)? < read_from,
+        "the step-down line carries its printing time: {following}"
+    );
+    elect.start_kill()?;
+    elect.wait().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stderr_delays_no_step_down() -> Result<()> {
+    use tokio::io::AsyncBufReadExt as _;
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("stalled-stderr").await?;
+    let dir = tempfile::tempdir()?;
+    let (marker, out) = (marker(), dir.path().join("samples"));
+    let _cleanup = KillLeftovers(marker.clone());
+    let (_read, write) = stalled_pipe()?;
+    let mut elect = spawn_elect(
+        ns.name(),
+        2,
+        forked_command(&out, &marker),
+        std::process::Stdio::piped(),
+        write.into(),
+    )?;
+    let stdout = elect
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut next = async |what: &str, within: Duration| -> Result<serde_json::Value> {
+        let line = tokio::time::timeout(within, lines.next_line())
+            .await
+            .map_err(|_| anyhow::anyhow!("no {what} line within {within:?}"))??
+            .ok_or_else(|| anyhow::anyhow!("elect closed stdout before {what}"))?;
+        Ok(serde_json::from_str(&line)?)
+    };
+    while next("leading", Duration::from_secs(10)).await?["state"] != "leading" {}
+    tree_runs(&out, &marker).await?;
+    overwrite_holder(ns.name(), "forked", "intruder").await?;
+    let started = tokio::time::Instant::now();
+    while next("step-down", LEASE_DURATION).await?["holder"] != "intruder" {}
+    tree_gone(
+        &out,
+        &marker,
+        LEASE_DURATION.saturating_sub(started.elapsed()),
+    )
+    .await?;
+    // SIGTERM: elect still says `stopped` and exits 0, though its logs
+    // cannot be written.
+    let pid = elect.id().ok_or_else(|| anyhow::anyhow!("elect exited"))?;
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    while next("stopped", Duration::from_secs(5)).await?["state"] != "stopped" {}
+    let status = tokio::time::timeout(Duration::from_secs(5), elect.wait()).await??;
+    assert!(status.success(), "{status}");
+    Ok(())
+}

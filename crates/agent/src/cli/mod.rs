@@ -33,6 +33,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Join a Lease election; print a JSON line per change; run CMD only while leading.
     Elect(elect::ElectArgs),
+    /// Holds one term's command tree for `elect` (internal, not for users).
+    #[command(name = "__keep", hide = true)]
+    Keep(elect::KeepArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -46,5 +49,6 @@ pub fn run(cli: Cli) -> i32 {
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Elect(args) => elect::run(&args),
+        Command::Keep(args) => elect::keep(&args),
     }
 }

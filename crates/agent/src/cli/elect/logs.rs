@@ -1,0 +1,53 @@
+//! elect's logs: tracing, formatted as usual, handed to a lossy writer
+//! thread on stderr ([`Pump::lossy`]). Logging never blocks the thread that
+//! logs, even when nobody reads stderr: while the queue is full, log lines
+//! are dropped (and the number dropped is written once stderr moves again).
+//! Losing log lines is acceptable; delaying a step-down is not.
+
+use std::sync::Arc;
+
+use tracing_subscriber::fmt::MakeWriter;
+
+use super::pump::Pump;
+
+/// How many formatted log lines may wait for a slow stderr.
+const CAPACITY: usize = 1024;
+
+/// A `MakeWriter` whose writers queue each formatted event on the pump.
+#[derive(Clone)]
+struct Queue(Arc<Pump>);
+
+impl std::io::Write for Queue {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The fmt layer hands over one whole event per write_all.
+        self.0.send(buf.to_vec());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Queue {
+    type Writer = Queue;
+
+    fn make_writer(&'a self) -> Queue {
+        self.clone()
+    }
+}
+
+/// Starts the stderr pump and installs the tracing subscriber writing to
+/// it; returns the pump, to flush at exit.
+pub fn init() -> std::io::Result<Arc<Pump>> {
+    let pump = Arc::new(Pump::lossy(libc::STDERR_FILENO, "elect-stderr", CAPACITY)?);
+    let _ = tracing_subscriber::fmt()
+        .with_writer(Queue(pump.clone()))
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    Ok(pump)
+}

@@ -1,0 +1,270 @@
+//! `leasehold elect`: join a Lease election, print one JSON line per state
+//! change on stdout ([`output`]), and optionally run a command only while
+//! leading ([`supervise`], [`keeper`]).
+//!
+//! Nothing that elect writes can delay a step-down: JSON lines and logs go
+//! through writer threads whose senders never block ([`pump`], [`logs`]),
+//! and the command's stop runs on a thread of its own.
+
+mod keeper;
+mod logs;
+mod output;
+mod procs;
+mod pump;
+mod supervise;
+mod wait;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use leasehold_election::{Elector, StateChange, Timings};
+
+pub use keeper::{KeepArgs, run as keep};
+
+/// Flags of `leasehold elect`.
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// Name of the Lease.
+    #[arg(long)]
+    pub lease: String,
+    /// Namespace of the Lease [default: service-account namespace, then
+    /// POD_NAMESPACE, then `default`].
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Identity to write as holder [default: POD_NAME, then the hostname].
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Kubeconfig file [default: KUBECONFIG, in-cluster, ~/.kube/config].
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long others wait before taking over a silent lease.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How long a leader keeps leading without a successful renew.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+    /// Pace of renewals and of polling when watching is not possible.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+    /// Do not release the lease on shutdown.
+    #[arg(long)]
+    pub no_release: bool,
+    /// Command to run only while leading.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// Parses a duration like `15s`, `500ms`, `1m30s` or `1.5s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad =
+        || format!("invalid duration {text:?}: use a number with a unit, e.g. 15s, 500ms, 1m30s");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+fn default_identity() -> Option<String> {
+    let env = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty());
+    env.or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+    .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+}
+
+fn default_namespace() -> String {
+    const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+    std::fs::read_to_string(SA)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| "default".into())
+}
+
+/// How long exit waits for the writer threads: a stalled stdout or stderr
+/// must not hang exit forever.
+const EXIT_FLUSH: Duration = Duration::from_secs(1);
+
+/// Runs `leasehold elect`; returns the exit code.
+pub fn run(args: &ElectArgs) -> i32 {
+    let timings = match Timings::new(args.lease_duration, args.renew_deadline, args.retry_period) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("leasehold elect: invalid timings: {e}");
+            return 2;
+        }
+    };
+    let Some(identity) = args.identity.clone().or_else(default_identity) else {
+        eprintln!("leasehold elect: no identity: pass --identity or set POD_NAME");
+        return 2;
+    };
+    if identity.is_empty() || args.lease.is_empty() {
+        eprintln!("leasehold elect: --lease and --identity must not be empty");
+        return 2;
+    }
+    // Orphans of a command tree whose keeper died come to elect, not init.
+    if !args.command.is_empty()
+        && let Err(e) = procs::become_subreaper()
+    {
+        eprintln!("leasehold elect: cannot become a child subreaper: {e}");
+        return 1;
+    }
+    // Up to here errors are written directly: nothing runs yet that a
+    // blocked stderr could delay. From here on, only the pumps write.
+    let (lines, logs) = match (
+        pump::Pump::unbounded(libc::STDOUT_FILENO, "elect-stdout"),
+        logs::init(),
+    ) {
+        (Ok(lines), Ok(logs)) => (Arc::new(lines), logs),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("leasehold elect: cannot start output threads: {e}");
+            return 1;
+        }
+    };
+    let code = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(elect(args, timings, identity, &lines, &logs)),
+        Err(e) => {
+            tracing::error!("cannot start runtime: {e}");
+            1
+        }
+    };
+    let deadline = Instant::now() + EXIT_FLUSH;
+    lines.flush(deadline);
+    logs.flush(deadline);
+    code
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no Kubernetes configuration found: {e}"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("building client: {e}"))
+}
+
+/// Writes an error for the user through the stderr pump (never blocking).
+fn complain(logs: &pump::Pump, text: &str) {
+    logs.send(format!("leasehold elect: {text}\n").into_bytes());
+}
+
+async fn elect(
+    args: &ElectArgs,
+    timings: Timings,
+    identity: String,
+    lines: &Arc<pump::Pump>,
+    logs: &pump::Pump,
+) -> i32 {
+    let namespace = args.namespace.clone().unwrap_or_else(default_namespace);
+    let client = match client(args.kubeconfig.as_ref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            complain(logs, &e);
+            return 1;
+        }
+    };
+    let (mut term_sig, mut int_sig) = match (
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+    ) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            complain(logs, "cannot install signal handlers");
+            return 1;
+        }
+    };
+    let reporter = Arc::new(output::Reporter::start(identity.clone(), lines.clone()));
+    let hook = reporter.clone();
+    let mut builder = Elector::builder(client, namespace, args.lease.clone(), identity)
+        .timings(timings)
+        .release_on_shutdown(!args.no_release)
+        .on_state(move |change: &StateChange| hook.report(&change.state, change.at));
+    if !args.command.is_empty() {
+        // SIGKILL well inside lease_duration − renew_deadline; elect itself
+        // steps in only if the keeper has not finished a little later.
+        let window = timings.lease_duration() - timings.renew_deadline();
+        let work = Arc::new(supervise::Work {
+            command: args.command.clone(),
+            grace: window * 2 / 5,
+            hard_stop: window / 2,
+        });
+        builder = builder.on_leading(move |term, token| supervise::term(work.clone(), term, token));
+    }
+    let handle = match builder.spawn() {
+        Ok(h) => h,
+        Err(e) => {
+            complain(logs, &e.to_string());
+            return 2;
+        }
+    };
+    tokio::select! {
+        _ = term_sig.recv() => {}
+        _ = int_sig.recv() => {}
+    }
+    tracing::info!("signal received: stopping");
+    handle.shutdown().await;
+    // The elector reports `stopped` from its own thread; give it a moment
+    // so the line carries its instant, then make sure the line is there.
+    reporter.finish(Duration::from_millis(200));
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go_durations() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "15", "s", "15x", "-1s", "1..2s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

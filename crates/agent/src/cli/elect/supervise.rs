@@ -1,0 +1,301 @@
+//! One term of the leader-only command, from step-up to the moment its
+//! whole process tree is gone.
+//!
+//! Each term runs on a thread of its own (not a runtime task), so starting,
+//! stopping, the grace timer, killing and reaping go on even if every
+//! runtime worker is blocked; the elector's cancellation wakes that thread
+//! directly (see [`super::wait`]). The future handed to the elector only
+//! waits for the thread, so the elector releases the lease, or leads again,
+//! only once the tree is gone.
+//!
+//! Containment, in layers:
+//! 1. the command runs under a keeper process ([`super::keeper`]) in a new
+//!    session; stopping the term is a SIGTERM to the keeper, which stops
+//!    the command's group and every descendant, SIGKILLs after the grace,
+//!    and reaps everything before it exits. The keeper also does all this
+//!    when elect dies, even by SIGKILL (parent-death signal);
+//! 2. if the keeper does not finish within the hard limit, elect SIGKILLs
+//!    the keeper's whole session and every descendant itself;
+//! 3. elect is a child subreaper, so if a keeper died early (killed by
+//!    someone), its orphans are re-parented to elect; after every term elect
+//!    SIGKILLs and reaps its children that live outside its own session and
+//!    are not a running keeper. Only a keeper's tree can be there: any
+//!    other child elect has (say, a kubeconfig credential plugin) is in
+//!    elect's session, since it cannot join another session.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use leasehold_election::Term;
+use tokio_util::sync::CancellationToken;
+
+use super::procs;
+use super::wait;
+
+/// What to run while leading, and how to stop it.
+pub struct Work {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// SIGTERM to SIGKILL.
+    pub grace: Duration,
+    /// From SIGTERM to elect killing the keeper's session itself, should the
+    /// keeper not have finished by then.
+    pub hard_stop: Duration,
+}
+
+/// Keepers alive now (spawned and not yet reaped). The orphan sweep leaves
+/// them alone; spawning and sweeping hold the lock, so a keeper being born
+/// is never taken for an orphan.
+static KEEPERS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn keepers() -> MutexGuard<'static, BTreeSet<i32>> {
+    KEEPERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts the term's thread at once and returns a future that completes
+/// when the term's command tree is gone (after `token` is cancelled).
+pub fn term(work: Arc<Work>, term: Term, token: CancellationToken) -> impl Future<Output = ()> {
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let thread_token = token.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("term-{}", term.transitions))
+        .spawn(move || {
+            run_term(&work, &term, &thread_token);
+            let _ = done_tx.send(());
+        });
+    async move {
+        match spawned {
+            Ok(_) => {
+                let _ = done_rx.await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the thread of the leader-only command");
+                token.cancelled().await;
+            }
+        }
+    }
+}
+
+fn run_term(work: &Work, term: &Term, token: &CancellationToken) {
+    let name = &work.command[0];
+    match Keeper::spawn(work, term) {
+        Err(e) => {
+            tracing::error!(command = %name, error = %e, "cannot start command");
+            wait::cancelled(token);
+        }
+        Ok(keeper) => {
+            tracing::info!(command = %name, pid = keeper.pid, term = term.transitions, "command started");
+            if wait::first_cancelled(&[token, &keeper.exited], None) == Some(0) {
+                stop(keeper, work, name);
+            } else {
+                let status = keeper.reap();
+                match status.map(|s| s.code()) {
+                    Some(Some(127)) => tracing::error!(
+                        command = %name,
+                        "command exited with 127 while leading (not found or not executable?); it starts again at the next term"
+                    ),
+                    Some(None) => tracing::warn!(
+                        command = %name,
+                        ?status,
+                        "keeper was killed while leading; what it held is stopped at step-down"
+                    ),
+                    _ => tracing::warn!(
+                        command = %name,
+                        ?status,
+                        "command exited while leading, with every process it started; it starts again at the next term"
+                    ),
+                }
+                wait::cancelled(token);
+            }
+        }
+    }
+    sweep_orphans();
+}
+
+/// A spawned keeper, not yet reaped.
+struct Keeper {
+    child: Child,
+    pid: i32,
+    /// Cancelled once the keeper has exited (it is then a zombie until
+    /// [`Keeper::reap`], so its pid cannot be reused while we signal it).
+    exited: CancellationToken,
+}
+
+impl Keeper {
+    fn spawn(work: &Work, term: &Term) -> std::io::Result<Keeper> {
+        let elect = std::process::id() as i32;
+        let mut cmd = Command::new("/proc/self/exe");
+        cmd.arg0("leasehold")
+            .arg("__keep")
+            .arg("--grace")
+            .arg(format!("{}us", work.grace.as_micros()))
+            .arg("--parent")
+            .arg(elect.to_string())
+            .arg("--")
+            .args(&work.command)
+            .env("LEASEHOLD_TERM", term.transitions.to_string())
+            // stdout carries only our JSON lines, which tools parse; the
+            // command's own output goes to stderr beside our logs.
+            .stdout(std::io::stderr());
+        // SAFETY: only async-signal-safe calls (setsid, prctl, getppid)
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Sent when the thread that forks us (this term's thread,
+                // which outlives the keeper) or the whole of elect dies.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // elect may have died before the signal was armed.
+                if libc::getppid() != elect {
+                    return Err(std::io::Error::other(
+                        "elect exited before the command started",
+                    ));
+                }
+                Ok(())
+            });
+        }
+        let mut registry = keepers();
+        let child = cmd.spawn()?;
+        let pid = child.id() as i32;
+        registry.insert(pid);
+        drop(registry);
+        let exited = CancellationToken::new();
+        let notify = exited.clone();
+        let watcher = std::thread::Builder::new()
+            .name(format!("keeper-{pid}"))
+            .spawn(move || {
+                wait_exit(pid);
+                notify.cancel();
+            });
+        if let Err(e) = watcher {
+            // Without a watcher the keeper's end cannot be seen: kill it now
+            // (what it started is swept at the end of the term).
+            procs::signal(pid, libc::SIGKILL);
+            let mut child = child;
+            let _ = child.wait();
+            keepers().remove(&pid);
+            return Err(e);
+        }
+        Ok(Keeper { child, pid, exited })
+    }
+
+    /// Waits for the keeper to exit, then reaps and forgets it. (The lock
+    /// is taken only once the wait cannot block.)
+    fn reap(mut self) -> Option<ExitStatus> {
+        wait::cancelled(&self.exited);
+        let mut registry = keepers();
+        let status = self.child.wait().ok();
+        registry.remove(&self.pid);
+        status
+    }
+}
+
+/// Blocks until process `pid` has exited, without reaping it.
+fn wait_exit(pid: i32) {
+    loop {
+        // SAFETY: siginfo_t is plain data, written by waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for the call.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// Stops a running term: SIGTERM to the keeper, which does the rest; past
+/// the hard limit, elect kills the keeper's session itself.
+fn stop(keeper: Keeper, work: &Work, name: &str) {
+    let started = Instant::now();
+    procs::signal(keeper.pid, libc::SIGTERM);
+    if !wait::cancelled_by(&keeper.exited, started + work.hard_stop) {
+        tracing::warn!(command = %name, limit = ?work.hard_stop, "command tree not gone in time; killing its session");
+        kill_session(keeper.pid);
+        if !wait::cancelled_by(&keeper.exited, Instant::now() + Duration::from_secs(1)) {
+            tracing::error!(command = %name, pid = keeper.pid, "keeper did not exit after SIGKILL; it is reaped when it does");
+            let _ = std::thread::Builder::new().spawn(move || keeper.reap());
+            return;
+        }
+    }
+    let pid = keeper.pid;
+    let status = keeper.reap();
+    let elapsed = started.elapsed();
+    if status.is_some_and(|s| s.code().is_some()) {
+        tracing::info!(command = %name, ?elapsed, "command stopped, with every process it started");
+    } else {
+        tracing::warn!(command = %name, keeper = pid, ?status, ?elapsed, "keeper was killed; sweeping what it left");
+    }
+}
+
+/// SIGKILLs every process of session `sid` and every descendant of `sid`.
+fn kill_session(sid: i32) {
+    let table = procs::scan();
+    let mut victims = procs::descendants(&table, sid);
+    victims.extend(table.iter().filter(|p| p.session == sid).map(|p| p.pid));
+    victims.insert(sid);
+    for pid in victims {
+        procs::signal(pid, libc::SIGKILL);
+    }
+}
+
+/// SIGKILLs and reaps the orphans of dead keepers that were re-parented to
+/// elect (see the module doc for why only those match). Bounded.
+fn sweep_orphans() {
+    let me = std::process::id() as i32;
+    // SAFETY: getsid has no memory effects.
+    let own_session = unsafe { libc::getsid(0) };
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut killed = BTreeSet::new();
+    loop {
+        let registry = keepers();
+        let table = procs::scan();
+        let orphans: Vec<i32> = table
+            .iter()
+            .filter(|p| p.ppid == me && p.session != own_session && !registry.contains(&p.pid))
+            .map(|p| p.pid)
+            .collect();
+        if orphans.is_empty() {
+            break;
+        }
+        for &pid in &orphans {
+            // Their descendants too: killing them in one round saves the
+            // rounds of re-parenting one generation at a time.
+            for d in procs::descendants(&table, pid) {
+                procs::signal(d, libc::SIGKILL);
+            }
+            procs::signal(pid, libc::SIGKILL);
+        }
+        drop(registry);
+        for &pid in &orphans {
+            if procs::reap_one(pid) {
+                killed.insert(pid);
+            }
+        }
+        if Instant::now() >= deadline {
+            tracing::error!(
+                ?orphans,
+                "could not reap every process left by a dead keeper"
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !killed.is_empty() {
+        tracing::warn!(?killed, "killed and reaped processes left by a dead keeper");
+    }
+}

@@ -518,3 +518,76 @@ async fn leader_changes_are_recorded_as_events_on_the_lease() -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Leader work that never yields starves its runtime, so the election loop
+/// cannot run its deadline; the watchdog thread still cancels the work at
+/// the renew deadline, before the other candidate may take over. Judged
+/// from the work's own samples, not from what the elector says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_starving_its_runtime_is_still_cancelled_before_anyone_else_leads() -> Result<()> {
+    use std::sync::{Arc, Mutex};
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "starve").await?;
+    let last_sample: Arc<Mutex<Option<std::time::Instant>>> = Arc::default();
+    let client = plane.agent_client(1).await?;
+    // The state hook runs on a thread of its own: it reports leadership
+    // even while the candidate's runtime is starved.
+    let (leading_tx, leading_rx) = std::sync::mpsc::channel();
+    let samples = last_sample.clone();
+    let namespace = ns.name().to_string();
+    // Candidate 1 on a single-threaded runtime of its own, whose leader
+    // work blocks that thread while checking only its token.
+    let led = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let led_hook = led.clone();
+    let starved = std::thread::spawn(move || -> Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let handle = Elector::builder(client, namespace, LEASE, identity(1))
+                .timings(timings())
+                .on_state(move |change| {
+                    if change.state.is_leading() {
+                        led_hook.store(true, std::sync::atomic::Ordering::SeqCst);
+                        let _ = leading_tx.send(());
+                    }
+                })
+                .on_leading(move |_term, token| {
+                    let samples = samples.clone();
+                    async move {
+                        let spin_limit = std::time::Instant::now() + Duration::from_secs(30);
+                        while !token.is_cancelled() && std::time::Instant::now() < spin_limit {
+                            *samples.lock().unwrap() = Some(std::time::Instant::now());
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                })
+                .spawn()?;
+            let mut st = handle.state();
+            // Back from the starvation: it stepped down and stays a candidate.
+            wait(&mut st, Duration::from_secs(30), "step-down", |s| {
+                led.load(std::sync::atomic::Ordering::SeqCst)
+                    && matches!(s, Leadership::Following { .. })
+            })
+            .await?;
+            handle.shutdown().await;
+            Ok(())
+        })
+    });
+    tokio::task::spawn_blocking(move || leading_rx.recv_timeout(Duration::from_secs(10)))
+        .await?
+        .context("the starved candidate never led")?;
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    leading(&mut bs, Duration::from_secs(30)).await?;
+    let b_leads = std::time::Instant::now();
+    let last = last_sample.lock().unwrap().expect("the work ran");
+    assert!(
+        last < b_leads,
+        "the starved leader's work still ran {:?} after the other took over",
+        last - b_leads
+    );
+    starved.join().expect("starved candidate thread")?;
+    b.shutdown().await;
+    Ok(())
+}

@@ -730,10 +730,7 @@ fn shortened_own_record_renews_at_once_and_shrinks_the_deadline() {
     h.watch(w, WatchEvent::Upsert(obs("2", edited.clone())));
     let (renew, rv) = h.update().expect("renews at once");
     assert_eq!((rv.as_str(), renew.duration_secs), ("2", Some(15)));
-    assert_eq!(
-        h.core.step_down_deadline(),
-        Some(h.now + secs(6.5))
-    );
+    assert_eq!(h.core.step_down_deadline(), Some(h.now + secs(6.5)));
     assert!(h.has(|a| matches!(a, Action::Warn(Warning::ShortenedDuration { seconds: 12 }))));
     // The renew restores the full deadline.
     h.write(WriteResult::Ok(obs("3", renew)));

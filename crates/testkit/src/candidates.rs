@@ -1,8 +1,13 @@
 //! Election candidates as real processes (`leasehold elect` or the client-go
 //! peer in `interop/clientgo`), which share one command line and print one
 //! JSON object per line on every change. A [`Fleet`] runs several, turns
-//! their lines into [`Report`]s, and checks as reports arrive that no two
-//! candidates ever claim to lead at once.
+//! their lines into [`Report`]s, and judges from the candidates' own
+//! timestamps that no two of them ever claim to lead at once.
+//!
+//! The judgement exempts nobody: a leader that was told to stop leads until
+//! the line in which it says it no longer does (or, if it dies without one,
+//! until its death was observed here), and a successor's `leading` line must
+//! come after that.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +18,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
+
+use crate::overlap::{Interval, Overlap, now_micros, overlaps, parse_rfc3339_micros};
 
 /// What a candidate process said about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -42,6 +49,14 @@ pub struct Report {
     /// When the line was read here (monotonic).
     #[serde(skip, default = "Instant::now")]
     pub received: Instant,
+}
+
+impl Report {
+    /// `ts` in unix microseconds (checked when the line is read, so this
+    /// is `Some` for every report a [`Fleet`] hands out).
+    pub fn micros(&self) -> Option<i64> {
+        parse_rfc3339_micros(&self.ts)
+    }
 }
 
 /// Which implementation a candidate runs.
@@ -74,28 +89,58 @@ pub struct Spec {
     pub extra: Vec<String>,
 }
 
+// Events carry the run (one process of a member) they come from.
 enum Event {
     Line(usize, Result<Report, String>),
-    Exited(usize),
+    // Stdout closed, i.e. the process is gone; wall time (µs) it was seen.
+    Exited(usize, i64),
 }
 
 struct Member {
     spec: Spec,
     child: Option<Child>,
     leading: bool,
-    // Signalled to stop: its leadership may end at any moment until it exits.
-    departing: bool,
     // Printed a line since it was (re)started, so its signal handlers are set.
     reported: bool,
+    // Index of its current (or last) run in `Fleet::runs`.
+    run: usize,
+}
+
+/// One process of a member, from start to exit.
+struct Run {
+    member: usize,
+    number: usize,
+    reports: Vec<Report>,
+    exited_at: Option<i64>,
 }
 
 /// Several candidates on one Lease, watched line by line.
 pub struct Fleet {
     members: Vec<Member>,
+    runs: Vec<Run>,
     events_tx: mpsc::UnboundedSender<Event>,
     events: mpsc::UnboundedReceiver<Event>,
-    violations: Vec<String>,
     history: Vec<Report>,
+}
+
+/// One candidate process's leadership of one term, from its own lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeadingSpan {
+    /// Index of the member in its fleet.
+    pub member: usize,
+    /// The member's identity.
+    pub identity: String,
+    /// Which start of that member (0 for the first process, 1 after one
+    /// restart, …).
+    pub run: usize,
+    /// The term it printed.
+    pub term: Option<i64>,
+    /// `ts` of its `leading` line, unix µs.
+    pub start: i64,
+    /// `ts` of its next line that is not `leading` for that term; or, if it
+    /// died still leading, when its death was observed; `None` while it
+    /// runs and still says it leads.
+    pub end: Option<i64>,
 }
 
 impl Default for Fleet {
@@ -110,9 +155,9 @@ impl Fleet {
         let (events_tx, events) = mpsc::unbounded_channel();
         Fleet {
             members: Vec::new(),
+            runs: Vec::new(),
             events_tx,
             events,
-            violations: Vec::new(),
             history: Vec::new(),
         }
     }
@@ -124,8 +169,8 @@ impl Fleet {
             spec,
             child: None,
             leading: false,
-            departing: false,
             reported: false,
+            run: usize::MAX,
         });
         self.restart(idx)?;
         Ok(idx)
@@ -134,6 +179,8 @@ impl Fleet {
     /// Starts member `idx` again (after it stopped), with the same identity,
     /// as a restarted container of the same pod would.
     pub fn restart(&mut self, idx: usize) -> Result<()> {
+        let run = self.runs.len();
+        let number = self.runs.iter().filter(|r| r.member == idx).count();
         let m = &mut self.members[idx];
         if m.child.is_some() {
             bail!("{} is still running", m.spec.identity);
@@ -173,17 +220,28 @@ impl Fleet {
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let parsed =
-                    serde_json::from_str::<Report>(&line).map_err(|e| format!("{e}: {line}"));
-                if tx.send(Event::Line(idx, parsed)).is_err() {
+                let parsed = serde_json::from_str::<Report>(&line)
+                    .map_err(|e| format!("{e}: {line}"))
+                    .and_then(|r| match r.micros() {
+                        Some(_) => Ok(r),
+                        None => Err(format!("bad ts: {line}")),
+                    });
+                if tx.send(Event::Line(run, parsed)).is_err() {
                     return;
                 }
             }
-            let _ = tx.send(Event::Exited(idx));
+            let _ = tx.send(Event::Exited(run, now_micros()));
         });
         m.child = Some(child);
-        m.departing = false;
         m.reported = false;
+        m.leading = false;
+        m.run = run;
+        self.runs.push(Run {
+            member: idx,
+            number,
+            reports: Vec::new(),
+            exited_at: None,
+        });
         Ok(())
     }
 
@@ -219,9 +277,84 @@ impl Fleet {
         &self.history
     }
 
-    /// Moments where two candidates claimed to lead at once (empty is good).
-    pub fn violations(&self) -> &[String] {
-        &self.violations
+    /// The identity of member `idx`.
+    pub fn identity(&self, idx: usize) -> &str {
+        &self.members[idx].spec.identity
+    }
+
+    /// The last line member `idx` printed since it was last started.
+    pub fn last_report(&self, idx: usize) -> Option<&Report> {
+        let m = &self.members[idx];
+        self.runs.get(m.run).and_then(|r| r.reports.last())
+    }
+
+    /// Every leading interval so far, from the candidates' own lines,
+    /// ordered by start.
+    pub fn leading_spans(&self) -> Vec<LeadingSpan> {
+        let mut out = Vec::new();
+        for run in &self.runs {
+            let identity = &self.members[run.member].spec.identity;
+            let mut open: Option<(Option<i64>, i64)> = None;
+            for r in &run.reports {
+                let ts = r.micros().unwrap_or(i64::MIN);
+                let leading = r.state == State::Leading;
+                if let Some((term, start)) = open {
+                    if leading && r.term == term {
+                        continue;
+                    }
+                    out.push(LeadingSpan {
+                        member: run.member,
+                        identity: identity.clone(),
+                        run: run.number,
+                        term,
+                        start,
+                        end: Some(ts),
+                    });
+                    open = None;
+                }
+                if leading {
+                    open = Some((r.term, ts));
+                }
+            }
+            if let Some((term, start)) = open {
+                out.push(LeadingSpan {
+                    member: run.member,
+                    identity: identity.clone(),
+                    run: run.number,
+                    term,
+                    start,
+                    end: run.exited_at,
+                });
+            }
+        }
+        out.sort_by_key(|l| l.start);
+        out
+    }
+
+    /// Pairs of leading intervals (of different processes or terms) that
+    /// share time, judged from the candidates' `ts` (empty is good).
+    pub fn overlaps(&self) -> Vec<Overlap> {
+        let intervals: Vec<Interval> = self
+            .leading_spans()
+            .into_iter()
+            .map(|l| Interval {
+                label: format!(
+                    "{} (start {}) leading term {}",
+                    l.identity,
+                    l.run,
+                    l.term.map_or("?".into(), |t| t.to_string())
+                ),
+                start: l.start,
+                end: l.end,
+            })
+            .collect();
+        overlaps(&intervals)
+    }
+
+    /// [`Fleet::overlaps`] as text: moments where two candidates claimed to
+    /// lead at once (empty is good).
+    pub fn violations(&self) -> Vec<String> {
+        self.overlaps().iter().map(ToString::to_string).collect()
     }
 
     /// Handles events until `done` holds for a report, or fails after `within`.
@@ -235,12 +368,7 @@ impl Fleet {
         loop {
             let event = tokio::time::timeout_at(deadline, self.events.recv())
                 .await
-                .map_err(|_| {
-                    anyhow!(
-                        "{what}: not within {within:?}; reports so far: {:#?}",
-                        self.history
-                    )
-                })?
+                .map_err(|_| anyhow!("{what}: not within {within:?}; {}", self.recent(40)))?
                 .ok_or_else(|| anyhow!("event channel closed"))?;
             if let Some((idx, report)) = self.apply(event)?
                 && done(self, idx, &report)
@@ -282,32 +410,130 @@ impl Fleet {
         ))
     }
 
+    /// The last `n` reports, one per line, for error messages.
+    pub fn recent(&self, n: usize) -> String {
+        let skip = self.history.len().saturating_sub(n);
+        let mut text = format!(
+            "last {} of {} reports:",
+            self.history.len() - skip,
+            self.history.len()
+        );
+        for r in &self.history[skip..] {
+            text.push_str(&format!(
+                "\n  {} {} {:?} holder={} term={}",
+                r.ts,
+                r.identity,
+                r.state,
+                r.holder.as_deref().unwrap_or("-"),
+                r.term.map_or("-".into(), |t| t.to_string())
+            ));
+        }
+        text
+    }
+
+    /// Handles every event for `window` (a bounded observation, for
+    /// showing that nothing more happens).
+    pub async fn observe(&mut self, window: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + window;
+        while let Ok(event) = tokio::time::timeout_at(deadline, self.events.recv()).await {
+            let event = event.ok_or_else(|| anyhow!("event channel closed"))?;
+            self.apply(event)?;
+        }
+        Ok(())
+    }
+
+    /// Handles the events that have already arrived, without waiting.
+    pub fn drain(&mut self) -> Result<()> {
+        while let Ok(event) = self.events.try_recv() {
+            self.apply(event)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the fleet is settled: a running member leads, and every other
+    /// running member's last line says it follows that leader.
+    pub fn settled(&self) -> Option<usize> {
+        let leader = self.leader()?;
+        let id = self.identity(leader);
+        let all_follow = (0..self.members.len())
+            .filter(|&i| i != leader && self.members[i].child.is_some())
+            .all(|i| {
+                self.last_report(i)
+                    .is_some_and(|r| r.state == State::Following && r.holder.as_deref() == Some(id))
+            });
+        all_follow.then_some(leader)
+    }
+
+    /// Waits until the fleet is [settled](Fleet::settled); returns the leader.
+    pub async fn wait_settled(&mut self, within: Duration) -> Result<usize> {
+        self.drain()?;
+        if let Some(l) = self.settled() {
+            return Ok(l);
+        }
+        self.wait_for(within, "a leader followed by every candidate", |f, _, _| {
+            f.settled().is_some()
+        })
+        .await?;
+        self.settled()
+            .ok_or_else(|| anyhow!("settled fleet unsettled"))
+    }
+
+    /// Checks that every member is still a candidate: its process runs and
+    /// its last line is `leading` or `following`. Returns what is wrong.
+    pub fn still_candidates(&mut self) -> Result<()> {
+        self.drain()?;
+        let mut wrong = Vec::new();
+        for idx in 0..self.members.len() {
+            let id = self.members[idx].spec.identity.clone();
+            let exited = match self.members[idx].child.as_mut() {
+                None => Some("is not running".to_string()),
+                Some(c) => match c.try_wait() {
+                    Ok(None) => None,
+                    Ok(Some(status)) => Some(format!("exited ({status})")),
+                    Err(e) => Some(format!("cannot be waited on: {e}")),
+                },
+            };
+            if let Some(why) = exited {
+                wrong.push(format!("{id} {why}"));
+                continue;
+            }
+            match self.last_report(idx).map(|r| &r.state) {
+                Some(State::Leading | State::Following) => {}
+                other => wrong.push(format!("{id}'s last line is {other:?}")),
+            }
+        }
+        if !wrong.is_empty() {
+            bail!(
+                "not every member is still a candidate: {}",
+                wrong.join("; ")
+            );
+        }
+        Ok(())
+    }
+
     fn apply(&mut self, event: Event) -> Result<Option<(usize, Report)>> {
         match event {
-            Event::Exited(idx) => {
-                self.members[idx].leading = false;
+            Event::Exited(run, at) => {
+                self.runs[run].exited_at = Some(at);
+                let idx = self.runs[run].member;
+                if self.members[idx].run == run {
+                    self.members[idx].leading = false;
+                }
                 Ok(None)
             }
-            Event::Line(idx, parsed) => {
+            Event::Line(run, parsed) => {
+                let idx = self.runs[run].member;
                 let report = parsed.map_err(|e| {
                     anyhow!(
                         "{} printed a bad line: {e}",
                         self.members[idx].spec.identity
                     )
                 })?;
-                let leading = report.state == State::Leading;
-                if leading {
-                    for (other, m) in self.members.iter().enumerate() {
-                        if other != idx && m.leading && m.child.is_some() && !m.departing {
-                            self.violations.push(format!(
-                                "{} reported leading (term {:?}) at {} while {} was leading",
-                                report.identity, report.term, report.ts, m.spec.identity
-                            ));
-                        }
-                    }
+                self.runs[run].reports.push(report.clone());
+                if self.members[idx].run == run {
+                    self.members[idx].leading = report.state == State::Leading;
+                    self.members[idx].reported = true;
                 }
-                self.members[idx].leading = leading;
-                self.members[idx].reported = true;
                 self.history.push(report.clone());
                 Ok(Some((idx, report)))
             }
@@ -319,7 +545,6 @@ impl Fleet {
     /// does not exit with status 0.
     pub async fn terminate(&mut self, idx: usize, within: Duration) -> Result<()> {
         self.wait_started(idx, within).await?;
-        self.members[idx].departing = true;
         let pid = self.members[idx]
             .child
             .as_ref()
@@ -338,7 +563,6 @@ impl Fleet {
 
     /// Kills member `idx` with SIGKILL (no release) and waits until it is gone.
     pub async fn kill(&mut self, idx: usize, within: Duration) -> Result<()> {
-        self.members[idx].departing = true;
         let child = self.members[idx]
             .child
             .as_mut()
@@ -350,18 +574,15 @@ impl Fleet {
 
     async fn reap(&mut self, idx: usize, within: Duration) -> Result<std::process::ExitStatus> {
         let identity = self.members[idx].spec.identity.clone();
+        let run = self.members[idx].run;
         let deadline = tokio::time::Instant::now() + within;
         // Drain its output first, so its last lines are judged in order.
-        loop {
+        while self.runs[run].exited_at.is_none() {
             let event = tokio::time::timeout_at(deadline, self.events.recv())
                 .await
                 .map_err(|_| anyhow!("{identity} did not exit within {within:?}"))?
                 .ok_or_else(|| anyhow!("event channel closed"))?;
-            let exited = matches!(event, Event::Exited(i) if i == idx);
             self.apply(event)?;
-            if exited {
-                break;
-            }
         }
         let mut child = self.members[idx]
             .child
@@ -373,7 +594,6 @@ impl Fleet {
                 anyhow!("{identity} closed stdout but did not exit within {within:?}")
             })??;
         self.members[idx].leading = false;
-        self.members[idx].departing = false;
         Ok(status)
     }
 
@@ -419,4 +639,113 @@ pub fn clientgo_candidate() -> Result<PathBuf> {
         .last()
         .ok_or_else(|| anyhow!("interop/clientgo/build printed no path"))?;
     Ok(PathBuf::from(path.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    const WITHIN: Duration = Duration::from_secs(10);
+
+    fn line(id: &str, ts: &str, state: &str, term: &str) -> String {
+        format!(
+            "echo '{{\"ts\":\"{ts}\",\"identity\":\"{id}\",\"state\":\"{state}\",\"holder\":null,\"term\":{term}}}'\n"
+        )
+    }
+
+    /// A fake candidate: prints `first`, then on SIGTERM prints `on_term` and
+    /// exits 0.
+    fn script(dir: &Path, id: &str, first: &[String], on_term: &[String]) -> Spec {
+        let mut body = String::from("#!/bin/sh\n");
+        body.push_str(&format!(
+            "trap '{}exit 0' TERM\n",
+            on_term.concat().replace('\n', "; ").replace('\'', "'\\''")
+        ));
+        body.push_str(&first.concat());
+        body.push_str("i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n");
+        let path = dir.join(id);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Spec {
+            kind: Kind::ClientGo,
+            program: path,
+            lease: "l".into(),
+            namespace: "n".into(),
+            identity: id.into(),
+            kubeconfig: "/dev/null".into(),
+            timings: ["3s", "2s", "500ms"].map(String::from),
+            extra: Vec::new(),
+        }
+    }
+
+    // One test: every script is written before any process starts (a script
+    // still open for writing while another thread forks cannot be run).
+    #[tokio::test]
+    async fn a_stopped_or_killed_leader_is_not_exempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Leads from 10:00:00; told to stop, it says so as of 10:00:03.
+        let slow = script(
+            d,
+            "slow",
+            &[line("slow", "2000-01-01T10:00:00.000000Z", "leading", "1")],
+            &[line(
+                "slow",
+                "2000-01-01T10:00:03.000000Z",
+                "stopped",
+                "null",
+            )],
+        );
+        // Claims to lead from 10:00:02, before the other one let go.
+        let early = script(
+            d,
+            "early",
+            &[line("early", "2000-01-01T10:00:02.000000Z", "leading", "2")],
+            &[],
+        );
+        // Leads from 10:00:00 and is killed; its death is seen now, long after.
+        let killed = script(
+            d,
+            "killed",
+            &[line(
+                "killed",
+                "2000-01-01T10:00:00.000000Z",
+                "leading",
+                "1",
+            )],
+            &[],
+        );
+        let after = script(
+            d,
+            "after",
+            &[line("after", "2000-01-01T10:00:05.000000Z", "leading", "2")],
+            &[],
+        );
+
+        let mut fleet = Fleet::new();
+        let a = fleet.spawn(slow).unwrap();
+        fleet.wait_for_leader(WITHIN).await.unwrap();
+        fleet.terminate(a, WITHIN).await.unwrap();
+        assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
+        let b = fleet.spawn(early).unwrap();
+        fleet.wait_started(b, WITHIN).await.unwrap();
+        let found = fleet.overlaps();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].micros, Some(1_000_000));
+        fleet.shutdown(WITHIN).await.unwrap();
+
+        let mut fleet = Fleet::new();
+        let k = fleet.spawn(killed).unwrap();
+        fleet.wait_for_leader(WITHIN).await.unwrap();
+        fleet.kill(k, WITHIN).await.unwrap();
+        let n = fleet.spawn(after).unwrap();
+        fleet.wait_started(n, WITHIN).await.unwrap();
+        let found = fleet.overlaps();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].first.label.starts_with("killed"), "{found:?}");
+        assert!(found[0].first.end.is_some(), "{found:?}");
+        fleet.shutdown(WITHIN).await.unwrap();
+    }
 }

@@ -16,11 +16,17 @@
 //! cached outside the repository; the first test run on a machine builds them.
 
 pub mod candidates;
+mod lease;
+mod load;
 mod namespace;
+pub mod overlap;
 mod plane;
 mod process;
 mod proxy;
+pub mod work;
 
+pub use lease::{LeaseAdmin, LeaseView};
+pub use load::CpuLoad;
 pub use namespace::{LEASE_VERBS, ROLE, TestNamespace};
 pub use plane::{AGENTS, BASE_NAMESPACE, Component, ControlPlane};
 pub use process::process_running;

@@ -45,6 +45,7 @@ impl Component {
 #[derive(Debug, Deserialize)]
 struct State {
     apiserver_port: u16,
+    etcd_client_port: u16,
     agents: u32,
 }
 
@@ -59,6 +60,7 @@ struct State {
 pub struct ControlPlane {
     dir: PathBuf,
     apiserver_port: u16,
+    etcd_client_port: u16,
     agents: u32,
     // Keeps the watchdog's pipe open for as long as this plane lives.
     watchdog: Mutex<Option<(Child, ChildStdin)>>,
@@ -117,6 +119,7 @@ impl ControlPlane {
         Ok(ControlPlane {
             dir,
             apiserver_port: state.apiserver_port,
+            etcd_client_port: state.etcd_client_port,
             agents: state.agents,
             watchdog: Mutex::new(Some(watchdog)),
             _tempdir: tempdir,
@@ -142,6 +145,48 @@ impl ControlPlane {
     /// The API server's loopback address.
     pub fn apiserver_addr(&self) -> std::net::SocketAddr {
         std::net::SocketAddr::from(([127, 0, 0, 1], self.apiserver_port))
+    }
+
+    /// etcd's client address (plain HTTP on loopback; the API server is
+    /// its only other client).
+    pub fn etcd_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.etcd_client_port))
+    }
+
+    /// Calls etcd's HTTP/JSON gateway: `POST /v3/{path}` with `body`.
+    pub fn etcd_call(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        etcd_post(self.etcd_addr(), path, body)
+    }
+
+    /// etcd's current revision (the newest `resourceVersion` of anything).
+    pub fn etcd_revision(&self) -> Result<i64> {
+        let reply = self.etcd_call(
+            "kv/range",
+            &serde_json::json!({"key": base64(b"leasehold-testkit/"), "count_only": true}),
+        )?;
+        header_revision(&reply)
+    }
+
+    /// Writes `value` at `key` directly into etcd, beside the API server's
+    /// data; returns the new revision. Moves the revision on without
+    /// touching any Kubernetes object.
+    pub fn etcd_put(&self, key: &str, value: &str) -> Result<i64> {
+        let reply = self.etcd_call(
+            "kv/put",
+            &serde_json::json!({"key": base64(key.as_bytes()), "value": base64(value.as_bytes())}),
+        )?;
+        header_revision(&reply)
+    }
+
+    /// Compacts etcd's history up to `revision` (physically): watches and
+    /// reads from older revisions then fail with "compacted", which the API
+    /// server answers with 410 Gone.
+    pub fn etcd_compact(&self, revision: i64) -> Result<()> {
+        self.etcd_call(
+            "kv/compaction",
+            &serde_json::json!({"revision": revision.to_string(), "physical": true}),
+        )?;
+        Ok(())
     }
 
     /// Path of the kubeconfig of a user in `system:masters`.
@@ -229,6 +274,23 @@ impl ControlPlane {
     /// Stops a component and waits until its process has exited.
     pub fn stop(&self, c: Component) -> Result<()> {
         self.component_command("stop", c)
+    }
+
+    /// Kills a component with SIGKILL, as a crash would (no graceful
+    /// shutdown, open connections cut), and waits until it is gone. Faster
+    /// than [`ControlPlane::stop`] for an API server with open watches.
+    pub fn kill(&self, c: Component) -> Result<()> {
+        let pid = self.pid(c)?;
+        self.signal(c, "KILL")?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while crate::process_running(pid) {
+            if std::time::Instant::now() > deadline {
+                bail!("{} (pid {pid}) survived SIGKILL for 10 s", c.name());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Forget it, so that it can be started again.
+        self.stop(c)
     }
 
     /// Starts a stopped component again on the same ports and data, and waits
@@ -336,6 +398,67 @@ fn spawn_watchdog(dir: &Path) -> Result<(Child, ChildStdin)> {
     Ok((child, stdin))
 }
 
+/// One HTTP/1.0 request to etcd's gateway (no chunked replies to decode).
+fn etcd_post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    use std::io::Read;
+    let body = body.to_string();
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connecting to etcd at {addr}"))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        conn,
+        "POST /v3/{path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut reply = Vec::new();
+    conn.read_to_end(&mut reply)
+        .with_context(|| format!("reading etcd's reply to {path}"))?;
+    let reply = String::from_utf8_lossy(&reply);
+    let (head, payload) = reply
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("etcd {path}: malformed reply {reply:?}"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        bail!("etcd {path}: {status}: {payload}");
+    }
+    serde_json::from_str(payload).with_context(|| format!("etcd {path}: {payload}"))
+}
+
+fn header_revision(reply: &serde_json::Value) -> Result<i64> {
+    let rev = &reply["header"]["revision"];
+    rev.as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| rev.as_i64())
+        .ok_or_else(|| anyhow!("etcd reply without a revision: {reply}"))
+}
+
+/// Standard base64 with padding (etcd's gateway wants keys and values so).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 async fn config_from(path: &Path) -> Result<kube::Config> {
     let kubeconfig =
         Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
@@ -347,4 +470,22 @@ async fn config_from(path: &Path) -> Result<kube::Config> {
     config.read_timeout = Some(Duration::from_secs(30));
     config.connect_timeout = Some(Duration::from_secs(10));
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_matches_rfc_4648_vectors() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(super::base64(plain.as_bytes()), encoded);
+        }
+    }
 }

@@ -503,6 +503,14 @@ async fn leader_changes_are_recorded_as_events_on_the_lease() -> Result<()> {
             })
             .filter_map(|e| e.message.clone())
             .collect();
+        // `kubectl get events` shows <unknown> without timestamps.
+        assert!(
+            list.items
+                .iter()
+                .all(|e| e.first_timestamp.is_some() && e.last_timestamp.is_some()),
+            "events without timestamps: {:?}",
+            list.items
+        );
         if messages
             .iter()
             .any(|m| m == "admin-candidate became leader")
@@ -589,5 +597,85 @@ async fn work_starving_its_runtime_is_still_cancelled_before_anyone_else_leads()
     );
     starved.join().expect("starved candidate thread")?;
     b.shutdown().await;
+    Ok(())
+}
+
+/// Leader work that ignores cancellation (blocked in synchronous code, so
+/// not even abortable) must neither stop the candidate from leading again
+/// nor hang shutdown; a lease that work may still act under is left to
+/// expire, never released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_ignoring_cancellation_neither_blocks_re_election_nor_shutdown() -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "stuck").await?;
+    let admin = plane.admin_client().await?;
+    let client = plane.agent_client(1).await?;
+    let unblock = Arc::new(AtomicBool::new(false));
+    let (states_tx, states) = mpsc::channel::<Leadership>();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let namespace = ns.name().to_string();
+    let work_unblock = unblock.clone();
+    // Its own runtime with spare workers: each stuck term pins one.
+    let candidate = std::thread::spawn(move || -> Result<Duration> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()?;
+        let result = rt.block_on(async move {
+            let handle = Elector::builder(client, namespace, LEASE, identity(1))
+                .timings(timings())
+                .on_state(move |change| {
+                    let _ = states_tx.send(change.state.clone());
+                })
+                .on_leading(move |_term, _token| {
+                    let unblock = work_unblock.clone();
+                    async move {
+                        let limit = std::time::Instant::now() + Duration::from_secs(90);
+                        while !unblock.load(Ordering::SeqCst) && std::time::Instant::now() < limit {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
+                })
+                .spawn()?;
+            tokio::task::spawn_blocking(move || stop_rx.recv()).await??;
+            let asked = tokio::time::Instant::now();
+            handle.shutdown().await;
+            Ok(asked.elapsed())
+        });
+        // The stuck work still pins a worker: don't wait for it here.
+        rt.shutdown_background();
+        result
+    });
+    let next_term = |within: Duration| -> Result<i32> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match states.recv_timeout(left)? {
+                Leadership::Leading { term, .. } => return Ok(term.transitions),
+                _ => continue,
+            }
+        }
+    };
+    let t = timings();
+    let first = tokio::task::block_in_place(|| next_term(Duration::from_secs(10)))?;
+    overwrite_holder(&admin, ns.name(), "intruder", 3).await?;
+    // Abandoning the work takes two graces of (D − RD)/2; then the
+    // intruder's lease runs out and the candidate leads again.
+    let bound = t.lease_duration() * 3 + t.renew_deadline();
+    let second = tokio::task::block_in_place(|| next_term(bound))?;
+    assert!(second > first, "term {second} after {first}");
+    stop_tx.send(())?;
+    let took = candidate.join().expect("candidate thread")?;
+    assert!(took < bound, "shutdown took {took:?} with stuck work");
+    let (_, spec) = spec(&admin, ns.name()).await?;
+    assert_eq!(
+        spec["holderIdentity"],
+        identity(1),
+        "released a lease whose work may still run: {spec}"
+    );
+    unblock.store(true, Ordering::SeqCst);
     Ok(())
 }

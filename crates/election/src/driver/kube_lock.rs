@@ -20,6 +20,30 @@ use crate::core::{Failure, LeaseRecord, Observed};
 /// How many objects (by resourceVersion) are kept as bases for writes.
 const KEPT_OBJECTS: usize = 16;
 
+/// The last objects read, so a write is based on exactly the object read
+/// at the resourceVersion the core chose (never on whatever was read last).
+#[derive(Default)]
+pub(crate) struct ObjectsByVersion(Mutex<VecDeque<DynamicObject>>);
+
+impl ObjectsByVersion {
+    pub(crate) fn keep(&self, obj: DynamicObject) {
+        let mut objects = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if objects.len() >= KEPT_OBJECTS {
+            objects.pop_front();
+        }
+        objects.push_back(obj);
+    }
+
+    pub(crate) fn at(&self, rv: &str) -> Option<DynamicObject> {
+        let objects = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        objects
+            .iter()
+            .rev()
+            .find(|o| o.metadata.resource_version.as_deref() == Some(rv))
+            .cloned()
+    }
+}
+
 /// One Lease on the API server.
 #[derive(Clone)]
 pub(crate) struct KubeLock {
@@ -31,8 +55,8 @@ struct Inner {
     namespace: String,
     lease: String,
     metrics: Arc<dyn Metrics>,
-    /// Objects as read, newest last, to base writes on.
-    objects: Mutex<VecDeque<DynamicObject>>,
+    /// Objects as read, to base writes on.
+    objects: ObjectsByVersion,
     /// Verbs refused with 403 and already explained (once per outage).
     forbidden: Mutex<Vec<&'static str>>,
 }
@@ -50,7 +74,7 @@ impl KubeLock {
                 namespace: namespace.into(),
                 lease: lease.into(),
                 metrics,
-                objects: Mutex::default(),
+                objects: ObjectsByVersion::default(),
                 forbidden: Mutex::default(),
             }),
         }
@@ -63,21 +87,8 @@ impl Inner {
         for note in notes {
             tracing::warn!(lease = %self.lease, namespace = %self.namespace, "malformed lease: {note}");
         }
-        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        if objects.len() >= KEPT_OBJECTS {
-            objects.pop_front();
-        }
-        objects.push_back(obj);
+        self.objects.keep(obj);
         observed
-    }
-
-    fn base(&self, rv: &str) -> Option<DynamicObject> {
-        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
-        objects
-            .iter()
-            .rev()
-            .find(|o| o.metadata.resource_version.as_deref() == Some(rv))
-            .cloned()
     }
 
     fn count(&self, verb: &'static str, result: &Result<DynamicObject, kube::Error>) {
@@ -149,7 +160,7 @@ impl LeaseLock for KubeLock {
     ) -> BoxFuture<'static, Result<Observed, LockError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let base = inner.base(&resource_version);
+            let base = inner.objects.at(&resource_version);
             let obj = build_update(
                 base.as_ref(),
                 &inner.namespace,
@@ -225,5 +236,43 @@ impl LeaseLock for KubeLock {
                 .filter_map(futures::future::ready);
             Ok(events.boxed())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(rv: &str, preferred: &str) -> DynamicObject {
+        let mut o = DynamicObject::new("l", &lease_resource()).within("ns");
+        o.metadata.resource_version = Some(rv.into());
+        o.data =
+            serde_json::json!({ "spec": { "holderIdentity": "a", "preferredHolder": preferred } });
+        o
+    }
+
+    /// A write based on version 5 takes its body from version 5, even when
+    /// a later read (version 6, where someone set another preferredHolder)
+    /// arrived meanwhile: the server then refuses it with 409 instead of
+    /// silently reverting the other writer's fields.
+    #[test]
+    fn writes_are_based_on_the_object_read_at_the_chosen_version() {
+        let kept = ObjectsByVersion::default();
+        kept.keep(obj("5", "pod-x"));
+        kept.keep(obj("6", "pod-y"));
+        let base = kept.at("5").expect("kept");
+        let record = parse(&base).0.record;
+        let update = build_update(Some(&base), "ns", "l", &record, "5");
+        assert_eq!(update.data["spec"]["preferredHolder"], "pod-x");
+        assert_eq!(
+            kept.at("6").unwrap().data["spec"]["preferredHolder"],
+            "pod-y"
+        );
+        assert!(kept.at("4").is_none());
+        for rv in 100..100 + KEPT_OBJECTS {
+            kept.keep(obj(&rv.to_string(), "p"));
+        }
+        assert!(kept.at("5").is_none(), "bounded: the oldest are dropped");
+        assert!(kept.at("100").is_some());
     }
 }

@@ -154,5 +154,11 @@ mod tests {
         );
         assert!(text.contains("verb=\"update\",code=\"200\"} 2"), "{text}");
         assert_eq!(m.requests("l", "update", "200"), 2);
+        m.slow_path("l");
+        let text = m.render();
+        assert!(
+            text.contains("leader_election_slowpath_total{name=\"l\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -1,0 +1,440 @@
+//! Randomized schedules that run the real driver loop (`Elector` with its
+//! tokio tasks, request timeouts, watch handling and step-down path), not
+//! just the core, against an in-memory Lease server behind the
+//! [`LeaseLock`] trait, on tokio's paused clock.
+//!
+//! Each schedule runs three candidates through message delays, failed and
+//! lost writes, partitions, restarts and third-party edits of the Lease
+//! (delete, clear, overwrite, shortened duration, dropped transitions),
+//! and judges safety from the leader-only work itself: the intervals in
+//! which each candidate's work ran (from its start until its task
+//! returned, on the shared virtual clock) never overlap, and terms only
+//! grow. After the faults end, a leader must exist again.
+//!
+//! `LEASEHOLD_DRIVER_SIM_SEED=<n>` replays one schedule.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use leasehold_election::core::{Failure, LeaseRecord, Observed, WallTime};
+use leasehold_election::{
+    ElectionHandle, Elector, Leadership, LeaseLock, LockError, LockWatchEvent, Timings,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+const SCHEDULES: u64 = 1000;
+const CANDIDATES: usize = 3;
+
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.next() % (hi - lo).max(1))
+    }
+}
+
+fn timings() -> Timings {
+    Timings::new(
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(500),
+    )
+    .unwrap()
+}
+
+/// The in-memory API server holding one Lease.
+struct Server {
+    rng: Rng,
+    lease: Option<(u64, LeaseRecord)>,
+    rv: u64,
+    watchers: Vec<(usize, mpsc::UnboundedSender<LockWatchEvent>)>,
+    partitioned: [bool; CANDIDATES],
+    faulty: bool,
+    /// When a third party deleted the Lease or dropped its transitions:
+    /// a candidate that never saw the earlier terms may start from 0 again.
+    resets: Vec<Instant>,
+}
+
+impl Server {
+    fn observed(&self) -> Option<Observed> {
+        self.lease.as_ref().map(|(rv, record)| Observed {
+            resource_version: rv.to_string(),
+            record: record.clone(),
+        })
+    }
+
+    fn store(&mut self, record: Option<LeaseRecord>) -> Option<Observed> {
+        self.rv += 1;
+        self.lease = record.map(|r| (self.rv, r));
+        let event = match self.observed() {
+            Some(o) => LockWatchEvent::Upsert(o),
+            None => LockWatchEvent::Deleted,
+        };
+        self.watchers
+            .retain(|(_, tx)| tx.send(event.clone()).is_ok());
+        self.observed()
+    }
+
+    fn partition(&mut self, c: usize, on: bool) {
+        self.partitioned[c] = on;
+        if on {
+            // Its open watches break.
+            self.watchers.retain(|(w, _)| *w != c);
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Server>>;
+
+struct SimLock {
+    server: Shared,
+    cand: usize,
+}
+
+impl SimLock {
+    /// Network and server behaviour for one call: a delay, and whether the
+    /// call hangs (partition) or fails before reaching the server.
+    fn call(&self) -> (Duration, bool, bool) {
+        let mut s = self.server.lock().unwrap();
+        let delay = s.rng.millis(0, 40);
+        let hang = s.partitioned[self.cand];
+        let fail = s.faulty && s.rng.chance(0.05);
+        (delay, hang, fail)
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Server) -> Result<T, LockError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, LockError>> {
+        let (delay, hang, fail) = self.call();
+        let server = self.server.clone();
+        let cand = self.cand;
+        async move {
+            tokio::time::sleep(delay).await;
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            if fail {
+                return Err(LockError::Failed(Failure::Other));
+            }
+            let outcome = {
+                let mut s = server.lock().unwrap();
+                if s.partitioned[cand] {
+                    None
+                } else {
+                    let result = f(&mut s);
+                    // Sometimes the answer is lost although the write applied.
+                    let lost = s.faulty && s.rng.chance(0.03);
+                    Some((result, lost))
+                }
+            };
+            let result = match outcome {
+                Some((result, false)) => result,
+                _ => std::future::pending().await,
+            };
+            tokio::time::sleep(delay).await;
+            result
+        }
+        .boxed()
+    }
+}
+
+impl LeaseLock for SimLock {
+    fn describe(&self) -> String {
+        "sim/lease".into()
+    }
+
+    fn get(&self) -> BoxFuture<'static, Result<Observed, LockError>> {
+        self.run(|s| s.observed().ok_or(LockError::NotFound))
+    }
+
+    fn create(&self, record: LeaseRecord) -> BoxFuture<'static, Result<Observed, LockError>> {
+        self.run(move |s| {
+            if s.lease.is_some() {
+                return Err(LockError::Conflict);
+            }
+            Ok(s.store(Some(record)).expect("stored"))
+        })
+    }
+
+    fn update(
+        &self,
+        resource_version: String,
+        record: LeaseRecord,
+    ) -> BoxFuture<'static, Result<Observed, LockError>> {
+        self.run(move |s| match &s.lease {
+            None => Err(LockError::NotFound),
+            Some((rv, _)) if rv.to_string() != resource_version => Err(LockError::Conflict),
+            Some(_) => Ok(s.store(Some(record)).expect("stored")),
+        })
+    }
+
+    fn watch(
+        &self,
+        from: Option<String>,
+    ) -> BoxFuture<'static, Result<BoxStream<'static, LockWatchEvent>, LockError>> {
+        let cand = self.cand;
+        self.run(move |s| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let current = s.observed();
+            let changed = match (&from, &current) {
+                (Some(v), Some(o)) => *v != o.resource_version,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if changed {
+                let _ = tx.send(match current {
+                    Some(o) => LockWatchEvent::Upsert(o),
+                    None => LockWatchEvent::Deleted,
+                });
+            }
+            s.watchers.push((cand, tx));
+            Ok(tokio_stream_from(rx))
+        })
+    }
+}
+
+fn tokio_stream_from(
+    mut rx: mpsc::UnboundedReceiver<LockWatchEvent>,
+) -> BoxStream<'static, LockWatchEvent> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+/// Work intervals `(candidate, term, start, end)`; `end` is `None` while running.
+type WorkLog = Arc<Mutex<Vec<(usize, i32, Instant, Option<Instant>)>>>;
+
+fn start(server: &Shared, c: usize, work: &WorkLog, seed: u64) -> ElectionHandle {
+    let lock = Arc::new(SimLock {
+        server: server.clone(),
+        cand: c,
+    });
+    let work = work.clone();
+    Elector::with_lock(lock, format!("pod-{c}"))
+        .timings(timings())
+        .on_leading(move |term, token| {
+            let work = work.clone();
+            let stop_ms = 1 + (seed ^ term.transitions as u64) % 300;
+            async move {
+                let idx = {
+                    let mut w = work.lock().unwrap();
+                    w.push((c, term.transitions, Instant::now(), None));
+                    w.len() - 1
+                };
+                token.cancelled().await;
+                // Stopping takes a while, within the driver's grace.
+                tokio::time::sleep(Duration::from_millis(stop_ms)).await;
+                work.lock().unwrap()[idx].3 = Some(Instant::now());
+            }
+        })
+        .spawn()
+        .expect("elector starts")
+}
+
+fn check_safety(work: &WorkLog, server: &Shared, seed: u64) {
+    let resets = server.lock().unwrap().resets.clone();
+    let w = work.lock().unwrap();
+    for (i, a) in w.iter().enumerate() {
+        for b in w.iter().skip(i + 1) {
+            if a.0 == b.0 {
+                continue;
+            }
+            let a_end = a.3.unwrap_or(Instant::now());
+            let b_end = b.3.unwrap_or(Instant::now());
+            assert!(
+                a_end <= b.2 || b_end <= a.2,
+                "seed {seed}: work of pod-{} (term {}) and pod-{} (term {}) overlapped: {:?} / {:?}",
+                a.0,
+                a.1,
+                b.0,
+                b.1,
+                (a.2, a.3),
+                (b.2, b.3)
+            );
+        }
+    }
+    let mut terms: Vec<(Instant, i32)> = w.iter().map(|x| (x.2, x.1)).collect();
+    terms.sort();
+    for pair in terms.windows(2) {
+        // The earlier term's acquiring write applied up to one round trip
+        // (2 × 40 ms) before its work started.
+        let acquired = pair[0].0 - Duration::from_millis(100);
+        let reset_between = resets.iter().any(|r| *r >= acquired && *r <= pair[1].0);
+        assert!(
+            pair[1].1 > pair[0].1 || reset_between,
+            "seed {seed}: term {} began after term {}; work {:?}; resets {:?}",
+            pair[1].1,
+            pair[0].1,
+            *w,
+            resets
+        );
+    }
+}
+
+async fn one_schedule(seed: u64) -> usize {
+    let mut rng = Rng(seed);
+    let server: Shared = Arc::new(Mutex::new(Server {
+        rng: Rng(seed ^ 0xA5A5),
+        lease: None,
+        rv: 0,
+        watchers: Vec::new(),
+        partitioned: [false; CANDIDATES],
+        faulty: true,
+        resets: Vec::new(),
+    }));
+    let work: WorkLog = Arc::default();
+    let mut handles: Vec<Option<ElectionHandle>> = (0..CANDIDATES)
+        .map(|c| Some(start(&server, c, &work, seed)))
+        .collect();
+    // Faults for 40 virtual seconds, one action every 0.2–3 s.
+    let fault_end = Instant::now() + Duration::from_secs(40);
+    while Instant::now() < fault_end {
+        tokio::time::sleep(rng.millis(200, 3000)).await;
+        check_safety(&work, &server, seed);
+        let c = (rng.next() % CANDIDATES as u64) as usize;
+        let wall =
+            WallTime::from_unix_micros(1_700_000_000_000_000 + rng.next() as i64 % 1_000_000);
+        let mut s = server.lock().unwrap();
+        match rng.next() % 9 {
+            0 => {
+                s.store(None);
+                s.resets.push(Instant::now());
+            }
+            1 => {
+                if let Some((_, mut r)) = s.lease.clone() {
+                    r.holder.clear();
+                    s.store(Some(r));
+                }
+            }
+            2 => {
+                if let Some((_, mut r)) = s.lease.clone() {
+                    r.holder = "intruder".into();
+                    r.acquire_time = Some(wall);
+                    r.renew_time = Some(wall);
+                    s.store(Some(r));
+                }
+            }
+            3 => {
+                if let Some((_, mut r)) = s.lease.clone() {
+                    r.duration_secs = Some(1 + (rng.next() % 3) as i32);
+                    s.store(Some(r));
+                }
+            }
+            4 => {
+                if let Some((_, mut r)) = s.lease.clone() {
+                    r.transitions = None;
+                    s.store(Some(r));
+                    s.resets.push(Instant::now());
+                }
+            }
+            5 => {
+                let on = !s.partitioned[c];
+                s.partition(c, on);
+            }
+            6 | 7 => {
+                drop(s);
+                // Graceful restart of one candidate.
+                if let Some(h) = handles[c].take() {
+                    h.shutdown().await;
+                }
+                handles[c] = Some(start(&server, c, &work, seed.wrapping_add(c as u64)));
+            }
+            _ => {}
+        }
+    }
+    {
+        let mut s = server.lock().unwrap();
+        s.faulty = false;
+        for c in 0..CANDIDATES {
+            s.partition(c, false);
+        }
+    }
+    // Liveness: a leader within one lease duration after the slowest wait
+    // the faults can leave (an intruder's or a shortened record, a
+    // deleted lease's carried duration, hanging calls), plus retries.
+    let t = timings();
+    let bound = t.lease_duration() * 3 + t.renew_deadline() + t.retry_period() * 4;
+    let healed = Instant::now();
+    loop {
+        let leaders: Vec<String> = handles
+            .iter()
+            .flatten()
+            .filter_map(|h| match &*h.state().borrow() {
+                Leadership::Leading { term, .. } => Some(term.holder.clone()),
+                _ => None,
+            })
+            .collect();
+        // Settled: one leader, and the Lease names it with its term (an
+        // edit in the last instant of the faults may still be in flight).
+        let settled = leaders.len() == 1
+            && server.lock().unwrap().lease.as_ref().is_some_and(|(_, r)| {
+                r.holder == leaders[0] && r.transitions.is_some() && r.duration_secs == Some(3)
+            });
+        if settled {
+            break;
+        }
+        assert!(
+            healed.elapsed() < bound,
+            "seed {seed}: no single leader {bound:?} after the faults ended ({leaders:?} leading)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    check_safety(&work, &server, seed);
+    for h in handles.into_iter().flatten() {
+        h.shutdown().await;
+    }
+    check_safety(&work, &server, seed);
+    let terms = work.lock().unwrap().len();
+    assert!(
+        terms >= 2,
+        "seed {seed}: only {terms} terms: the faults never moved leadership"
+    );
+    let every = handles_all_stopped(&work);
+    assert!(every, "seed {seed}: work still running after shutdown");
+    assert!(
+        !matches!(
+            server
+                .lock()
+                .unwrap()
+                .lease
+                .as_ref()
+                .map(|(_, r)| r.holder.starts_with("pod-")),
+            Some(true)
+        ),
+        "seed {seed}: the last leader did not release the lease at shutdown: {:?}",
+        server.lock().unwrap().lease
+    );
+    terms
+}
+
+fn handles_all_stopped(work: &WorkLog) -> bool {
+    work.lock().unwrap().iter().all(|w| w.3.is_some())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_driver_loop_keeps_work_from_overlapping_through_faults_and_edits() {
+    let seeds: Vec<u64> = match std::env::var("LEASEHOLD_DRIVER_SIM_SEED") {
+        Ok(v) => vec![v.parse().expect("a number")],
+        Err(_) => (1..=SCHEDULES).collect(),
+    };
+    let (mut schedules, mut terms) = (0, 0);
+    for seed in seeds {
+        terms += one_schedule(seed).await;
+        schedules += 1;
+    }
+    println!("{schedules} schedules, {terms} terms, no overlapping work");
+}

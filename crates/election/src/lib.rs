@@ -12,6 +12,7 @@
 
 pub mod core;
 mod driver;
+pub mod names;
 
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{

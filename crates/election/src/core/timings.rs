@@ -23,7 +23,23 @@ pub const MAX_TIMING: Duration = Duration::from_secs(24 * 3600);
 
 /// Why a set of timings was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimingError {
+    /// The Lease stores whole seconds: the lease duration must be a whole
+    /// number of seconds, at least 1 s.
+    NotWholeSeconds {
+        /// The lease duration given.
+        lease_duration: Duration,
+    },
+    /// A timing is below the floor a real API server can honour.
+    BelowFloor {
+        /// Name of the offending setting.
+        name: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The smallest accepted value.
+        floor: Duration,
+    },
     /// One of the timings is zero.
     NotPositive {
         /// Name of the offending setting.
@@ -55,6 +71,14 @@ pub enum TimingError {
 impl fmt::Display for TimingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            TimingError::NotWholeSeconds { lease_duration } => write!(
+                f,
+                "lease duration must be a whole number of seconds, at least 1s, since the Lease stores whole seconds (got {lease_duration:?}; did you mean seconds instead of milliseconds?)"
+            ),
+            TimingError::BelowFloor { name, value, floor } => write!(
+                f,
+                "{name} must be at least {floor:?} (got {value:?}): API calls time out after max(1s, renew deadline / 2), which must stay below the renew deadline, and faster retries only load the API server"
+            ),
             TimingError::NotPositive { name } => write!(f, "{name} must be positive"),
             TimingError::TooLong { name, value } => {
                 write!(f, "{name} must be at most {:?}, got {value:?}", MAX_TIMING)
@@ -128,6 +152,35 @@ impl Timings {
             renew_deadline,
             retry_period,
         })
+    }
+
+    /// The stricter rules for timings used on a real Lease: a whole-second
+    /// lease duration (the Lease stores seconds), a renew deadline of at
+    /// least 1.5 s (so the per-call timeout, `max(1 s, renew_deadline / 2)`,
+    /// stays below it), and a retry period of at least 100 ms. Simulations may
+    /// use finer timings; electors check this at start.
+    pub fn check_for_lease(&self) -> Result<(), TimingError> {
+        let d = self.lease_duration;
+        if d.subsec_nanos() != 0 || d < Duration::from_secs(1) {
+            return Err(TimingError::NotWholeSeconds { lease_duration: d });
+        }
+        let deadline_floor = Duration::from_millis(1500);
+        if self.renew_deadline < deadline_floor {
+            return Err(TimingError::BelowFloor {
+                name: "renew deadline",
+                value: self.renew_deadline,
+                floor: deadline_floor,
+            });
+        }
+        let retry_floor = Duration::from_millis(100);
+        if self.retry_period < retry_floor {
+            return Err(TimingError::BelowFloor {
+                name: "retry period",
+                value: self.retry_period,
+                floor: retry_floor,
+            });
+        }
+        Ok(())
     }
 
     /// How long a holder may go without renewing before others may take over.
@@ -210,5 +263,42 @@ mod tests {
         let t = Timings::new(s(2.5), s(2.0), s(0.5)).unwrap();
         assert_eq!(t.lease_duration_seconds(), 3);
         assert_eq!(t.call_timeout(), s(1.0));
+    }
+
+    #[test]
+    fn lease_timings_need_whole_seconds_and_sane_floors() {
+        let ms = Duration::from_millis;
+        assert!(Timings::default().check_for_lease().is_ok());
+        assert!(
+            Timings::new(s(3.0), s(2.0), ms(500))
+                .unwrap()
+                .check_for_lease()
+                .is_ok()
+        );
+        let typo = Timings::new(ms(15), ms(10), ms(2)).unwrap();
+        let e = typo.check_for_lease().unwrap_err();
+        assert!(e.to_string().contains("whole number of seconds"), "{e}");
+        let tiny = Timings::new(ms(3), ms(2), ms(1)).unwrap().check_for_lease();
+        assert!(matches!(tiny, Err(TimingError::NotWholeSeconds { .. })));
+        let fast = Timings::new(s(2.0), s(1.2), ms(500))
+            .unwrap()
+            .check_for_lease();
+        assert!(matches!(
+            fast,
+            Err(TimingError::BelowFloor {
+                name: "renew deadline",
+                ..
+            })
+        ));
+        let hot = Timings::new(s(3.0), s(2.0), ms(50))
+            .unwrap()
+            .check_for_lease();
+        assert!(matches!(
+            hot,
+            Err(TimingError::BelowFloor {
+                name: "retry period",
+                ..
+            })
+        ));
     }
 }

@@ -33,6 +33,61 @@ pub(crate) fn classify(e: &kube::Error) -> ApiOutcome {
     }
 }
 
+/// Who talks to which API server, for error messages.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) server: String,
+    pub(crate) user: String,
+}
+
+impl Default for Endpoint {
+    fn default() -> Self {
+        Endpoint {
+            server: "the API server".into(),
+            user: "this client".into(),
+        }
+    }
+}
+
+/// The operator-facing explanation of an error that is not about the
+/// Lease itself (credentials, connection, TLS), naming the server, the
+/// user and the fix. `None` for errors the election handles by itself
+/// (409, 404, 403, 410, 5xx answers).
+pub(crate) fn explain(e: &kube::Error, at: &Endpoint) -> Option<String> {
+    let (server, user) = (&at.server, &at.user);
+    if let kube::Error::Api(s) = e {
+        return (s.code == 401).then(|| format!(
+            "the API server {server} rejected the credentials of {user} (401 Unauthorized): the token or client certificate is invalid or expired; refresh the kubeconfig or the service-account token"
+        ));
+    }
+    let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        chain.push(err);
+        next = err.source();
+    }
+    let refused = chain.iter().any(|err| {
+        err.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+    });
+    let innermost = chain.last().map(|err| err.to_string()).unwrap_or_default();
+    let tls = chain.iter().any(|err| {
+        let text = err.to_string().to_ascii_lowercase();
+        text.contains("certificate") || text.contains("tls") || text.contains("handshake")
+    });
+    Some(if refused {
+        format!(
+            "cannot connect to the API server at {server}: connection refused; check that it is running and that the kubeconfig's server address is right"
+        )
+    } else if tls {
+        format!(
+            "TLS verification of the API server at {server} failed: {innermost}; check certificate-authority (or certificate-authority-data) in the kubeconfig of {user}"
+        )
+    } else {
+        format!("cannot reach the API server at {server}: {innermost}")
+    })
+}
+
 /// The operator-facing explanation of a 403 on `verb`.
 pub(crate) fn forbidden_message(verb: &str, namespace: &str, lease: &str) -> String {
     match verb {
@@ -56,6 +111,41 @@ mod tests {
             "cannot update leases.coordination.k8s.io \"ksm-leader\" in namespace \"kube-system\": add verbs get, create, update on leases to the agent's Role"
         );
         assert!(forbidden_message("watch", "ns", "l").contains("add verb watch on leases"));
+    }
+
+    #[test]
+    fn credentials_and_connection_errors_name_server_user_and_fix() {
+        let at = Endpoint {
+            server: "https://127.0.0.1:6443".into(),
+            user: "user agent-1 of /k.conf".into(),
+        };
+        let unauthorized = kube::Error::Api(Box::new(kube::core::Status {
+            code: 401,
+            ..Default::default()
+        }));
+        let text = explain(&unauthorized, &at).unwrap();
+        assert!(
+            text.contains("rejected the credentials of user agent-1"),
+            "{text}"
+        );
+        assert!(text.contains("https://127.0.0.1:6443"), "{text}");
+        let conflict = kube::Error::Api(Box::new(kube::core::Status {
+            code: 409,
+            ..Default::default()
+        }));
+        assert!(explain(&conflict, &at).is_none());
+        let refused =
+            kube::Error::ReadEvents(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let text = explain(&refused, &at).unwrap();
+        assert!(text.contains("connection refused"), "{text}");
+        let tls = kube::Error::ReadEvents(std::io::Error::other(
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        let text = explain(&tls, &at).unwrap();
+        assert!(
+            text.contains("TLS verification") && text.contains("UnknownIssuer"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent as KubeEvent, WatchParams};
 
-use super::errors::{ApiOutcome, classify, code_label, forbidden_message};
+use super::errors::{ApiOutcome, Endpoint, classify, code_label, explain, forbidden_message};
 use super::lease::{build_new, build_update, lease_resource, parse};
 use super::lock::{LeaseLock, LockError, LockWatchEvent};
 use super::metrics::Metrics;
@@ -59,6 +59,10 @@ struct Inner {
     objects: ObjectsByVersion,
     /// Verbs refused with 403 and already explained (once per outage).
     forbidden: Mutex<Vec<&'static str>>,
+    /// Who connects where, for error messages.
+    endpoint: Endpoint,
+    /// The last connection or credentials problem explained (once per outage).
+    explained: Mutex<Option<String>>,
 }
 
 impl KubeLock {
@@ -67,6 +71,7 @@ impl KubeLock {
         namespace: &str,
         lease: &str,
         metrics: Arc<dyn Metrics>,
+        endpoint: Endpoint,
     ) -> KubeLock {
         KubeLock {
             inner: Arc::new(Inner {
@@ -76,6 +81,8 @@ impl KubeLock {
                 metrics,
                 objects: ObjectsByVersion::default(),
                 forbidden: Mutex::default(),
+                endpoint,
+                explained: Mutex::default(),
             }),
         }
     }
@@ -98,6 +105,7 @@ impl Inner {
             Err(e) => code_label(e),
         };
         self.metrics.request(&self.lease, verb, &code);
+        self.explain(verb, result.as_ref().err());
         let mut f = self.forbidden.lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Err(e) if classify(e) == ApiOutcome::Failed(Failure::Forbidden) => {
@@ -110,6 +118,21 @@ impl Inner {
                 tracing::debug!(lease = %self.lease, verb, error = %e, "lease request failed")
             }
             Ok(_) => f.retain(|v| *v != verb),
+        }
+    }
+
+    /// Says once per outage what is wrong with the connection or the
+    /// credentials; a success ends the outage.
+    fn explain(&self, verb: &str, error: Option<&kube::Error>) {
+        let mut last = self.explained.lock().unwrap_or_else(|p| p.into_inner());
+        match error.and_then(|e| explain(e, &self.endpoint)) {
+            Some(text) if last.as_deref() != Some(text.as_str()) => {
+                tracing::error!(lease = %self.lease, namespace = %self.namespace, verb, "{text}");
+                *last = Some(text);
+            }
+            Some(_) => {}
+            None if error.is_none() => *last = None,
+            None => {}
         }
     }
 

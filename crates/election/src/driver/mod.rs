@@ -106,6 +106,10 @@ pub enum BuildError {
     Config(ConfigError),
     /// A helper thread could not be started.
     Thread(std::io::Error),
+    /// The lease name or namespace is not a valid Kubernetes name.
+    Name(crate::names::NameError),
+    /// The timings cannot be used on a real Lease.
+    Timings(crate::core::TimingError),
 }
 
 impl fmt::Display for BuildError {
@@ -114,6 +118,8 @@ impl fmt::Display for BuildError {
             BuildError::Empty(what) => write!(f, "{what} must not be empty"),
             BuildError::Config(e) => e.fmt(f),
             BuildError::Thread(e) => write!(f, "cannot start the elector's thread: {e}"),
+            BuildError::Name(e) => e.fmt(f),
+            BuildError::Timings(e) => write!(f, "invalid timings: {e}"),
         }
     }
 }
@@ -154,6 +160,7 @@ impl Elector {
                 &namespace,
                 &lease,
                 Arc::new(NoMetrics),
+                errors::Endpoint::default(),
             )),
             client: Some(client),
             namespace,
@@ -166,6 +173,7 @@ impl Elector {
             task: None,
             hook: None,
             custom_lock: false,
+            endpoint: errors::Endpoint::default(),
         }
     }
 
@@ -203,6 +211,7 @@ impl Elector {
             task: None,
             hook: None,
             custom_lock: true,
+            endpoint: errors::Endpoint::default(),
         }
     }
 }
@@ -210,6 +219,7 @@ impl Elector {
 /// Configures and starts an elector.
 pub struct ElectorBuilder {
     lock: Arc<dyn LeaseLock>,
+    endpoint: errors::Endpoint,
     /// Set when the lock was given by the caller (not rebuilt with metrics).
     custom_lock: bool,
     client: Option<kube::Client>,
@@ -230,6 +240,17 @@ impl ElectorBuilder {
     /// change carries the instant it happened.
     pub fn on_state(mut self, f: impl Fn(&StateChange) + Send + Sync + 'static) -> Self {
         self.hook = Some(Arc::new(f));
+        self
+    }
+
+    /// Names the API server URL and the credentials (e.g. "user agent-1 of
+    /// kubeconfig /etc/k.conf") in error messages about connections,
+    /// TLS and rejected credentials.
+    pub fn connection_info(mut self, server: impl Into<String>, user: impl Into<String>) -> Self {
+        self.endpoint = errors::Endpoint {
+            server: server.into(),
+            user: user.into(),
+        };
         self
     }
 
@@ -283,6 +304,13 @@ impl ElectorBuilder {
                 return Err(BuildError::Empty(what));
             }
         }
+        crate::names::validate_lease_name(&self.lease).map_err(BuildError::Name)?;
+        if !self.custom_lock {
+            crate::names::validate_namespace(&self.namespace).map_err(BuildError::Name)?;
+        }
+        self.timings
+            .check_for_lease()
+            .map_err(BuildError::Timings)?;
         let origin = tokio::time::Instant::now();
         let config = Config {
             identity: self.identity.clone(),
@@ -303,6 +331,7 @@ impl ElectorBuilder {
                 &self.namespace,
                 &self.lease,
                 self.metrics.clone(),
+                self.endpoint.clone(),
             )),
             _ => self.lock.clone(),
         };

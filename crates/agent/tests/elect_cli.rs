@@ -47,6 +47,77 @@ fn invalid_timings_and_flags_exit_2_with_the_reason() {
     elect_rejects(&["--identity", "a"]);
 }
 
+/// Names that can never be created, absurd timings, negative durations and
+/// unusable kubeconfigs are usage errors: exit 2 naming the rule, before
+/// any JSON line.
+#[test]
+fn misconfigurations_exit_2_naming_what_is_wrong() {
+    fn base<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec!["--identity", "a"];
+        v.extend_from_slice(extra);
+        v
+    }
+    let long = "a".repeat(300);
+    for lease in ["BadName", long.as_str(), "a b", "..", "a/b"] {
+        let err = elect_rejects(&base(&["--lease", lease]));
+        assert!(
+            err.contains("--lease: invalid lease name"),
+            "{lease}: {err}"
+        );
+        assert!(err.contains("RFC 1123 subdomain"), "{err}");
+        assert!(
+            !err.contains("Role"),
+            "wrong RBAC advice for {lease}: {err}"
+        );
+    }
+    let err = elect_rejects(&base(&["--lease", "l", "--namespace", ""]));
+    assert!(err.contains("--namespace: invalid namespace"), "{err}");
+    for timings in [["3ms", "2ms", "1ms"], ["15ms", "10ms", "2ms"]] {
+        let err = elect_rejects(&base(&[
+            "--lease",
+            "l",
+            "--lease-duration",
+            timings[0],
+            "--renew-deadline",
+            timings[1],
+            "--retry-period",
+            timings[2],
+        ]));
+        assert!(
+            err.contains("whole number of seconds"),
+            "{timings:?}: {err}"
+        );
+    }
+    let err = elect_rejects(&base(&["--lease", "l", "--retry-period", "50ms"]));
+    assert!(err.contains("retry period must be at least 100ms"), "{err}");
+    let err = elect_rejects(&base(&["--lease", "l", "--lease-duration", "-1s"]));
+    assert!(err.contains("must not be negative"), "{err}");
+    assert!(!err.contains("-- -1"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.kubeconfig");
+    let no_context = dir.path().join("no-context.kubeconfig");
+    std::fs::write(
+        &no_context,
+        "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n",
+    )
+    .unwrap();
+    for kubeconfig in [missing.as_path(), dir.path(), no_context.as_path()] {
+        let out = StdCommand::new(leasehold())
+            .args(["elect", "--lease", "l", "--identity", "a", "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{kubeconfig:?}: {err}");
+        assert!(err.contains("kubeconfig"), "{err}");
+        assert!(
+            out.stdout.is_empty(),
+            "a JSON line before the usage error: {:?}",
+            out.stdout
+        );
+    }
+}
+
 /// A command that marks itself running in `dir/<id>.running` (holding its
 /// term) and, on SIGTERM, removes the mark and logs that it stopped. It also
 /// prints to its stdout, which must not reach elect's stdout: the fleet fails

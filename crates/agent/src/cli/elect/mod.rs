@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use leasehold_election::{Elector, StateChange, Timings};
+use leasehold_election::{Elector, StateChange, Timings, names};
 
 pub use keeper::{KeepArgs, run as keep};
 
@@ -40,13 +40,13 @@ pub struct ElectArgs {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// How long others wait before taking over a silent lease.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub lease_duration: Duration,
     /// How long a leader keeps leading without a successful renew.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub renew_deadline: Duration,
     /// Pace of renewals and of polling when watching is not possible.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub retry_period: Duration,
     /// Do not release the lease on shutdown.
     #[arg(long)]
@@ -63,6 +63,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(bad());
+    }
+    if rest.starts_with('-') {
+        return Err(format!(
+            "invalid duration {text:?}: durations must not be negative"
+        ));
     }
     let mut total = 0f64;
     while !rest.is_empty() {
@@ -120,7 +125,9 @@ const EXIT_FLUSH: Duration = Duration::from_secs(1);
 
 /// Runs `leasehold elect`; returns the exit code.
 pub fn run(args: &ElectArgs) -> i32 {
-    let timings = match Timings::new(args.lease_duration, args.renew_deadline, args.retry_period) {
+    let timings = match Timings::new(args.lease_duration, args.renew_deadline, args.retry_period)
+        .and_then(|t| t.check_for_lease().map(|()| t))
+    {
         Ok(t) => t,
         Err(e) => {
             eprintln!("leasehold elect: invalid timings: {e}");
@@ -131,8 +138,17 @@ pub fn run(args: &ElectArgs) -> i32 {
         eprintln!("leasehold elect: no identity: pass --identity or set POD_NAME");
         return 2;
     };
-    if identity.is_empty() || args.lease.is_empty() {
-        eprintln!("leasehold elect: --lease and --identity must not be empty");
+    if identity.is_empty() {
+        eprintln!("leasehold elect: --identity must not be empty");
+        return 2;
+    }
+    let namespace = args.namespace.clone().unwrap_or_else(default_namespace);
+    if let Err(e) = names::validate_lease_name(&args.lease) {
+        eprintln!("leasehold elect: --lease: {e}");
+        return 2;
+    }
+    if let Err(e) = names::validate_namespace(&namespace) {
+        eprintln!("leasehold elect: --namespace: {e}");
         return 2;
     }
     // Orphans of a command tree whose keeper died come to elect, not init.
@@ -159,7 +175,13 @@ pub fn run(args: &ElectArgs) -> i32 {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(elect(args, timings, identity, &lines, &logs)),
+        Ok(rt) => {
+            let code = rt.block_on(elect(args, timings, identity, namespace, &lines, &logs));
+            // Exit promptly once `stopped` is out: no waiting on tasks or
+            // blocking threads that are still winding down.
+            rt.shutdown_timeout(Duration::from_millis(50));
+            code
+        }
         Err(e) => {
             tracing::error!("cannot start runtime: {e}");
             1
@@ -171,20 +193,64 @@ pub fn run(args: &ElectArgs) -> i32 {
     code
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
-    let config = match kubeconfig {
+/// The API client and, for error messages, the server URL and who we are.
+struct Connection {
+    client: kube::Client,
+    server: String,
+    user: String,
+}
+
+/// Builds the client. Every problem here is a usage error (exit 2) with a
+/// hint, since nothing can work until the configuration is fixed.
+async fn connect(kubeconfig: Option<&PathBuf>) -> Result<Connection, String> {
+    let (config, user) = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
-        }
-        None => kube::Config::infer()
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
+                format!(
+                    "cannot read kubeconfig {}: {e}; pass --kubeconfig with a readable kubeconfig file",
+                    path.display()
+                )
+            })?;
+            let context = kc.current_context.clone().unwrap_or_default();
+            let user = kc
+                .contexts
+                .iter()
+                .find(|c| c.name == context)
+                .and_then(|c| c.context.as_ref())
+                .and_then(|c| c.user.clone())
+                .unwrap_or_default();
+            let config = kube::Config::from_custom_kubeconfig(
+                kc,
+                &kube::config::KubeConfigOptions::default(),
+            )
             .await
-            .map_err(|e| format!("no Kubernetes configuration found: {e}"))?,
+            .map_err(|e| {
+                format!(
+                    "kubeconfig {}: {e}; check that current-context names a context with a cluster and a user",
+                    path.display()
+                )
+            })?;
+            (
+                config,
+                format!("user {user:?} of kubeconfig {}", path.display()),
+            )
+        }
+        None => {
+            let config = kube::Config::infer().await.map_err(|e| {
+                format!(
+                    "no Kubernetes configuration found: {e}; pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+                )
+            })?;
+            (config, "the inferred credentials (KUBECONFIG, in-cluster service account or ~/.kube/config)".into())
+        }
     };
-    kube::Client::try_from(config).map_err(|e| format!("building client: {e}"))
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| format!("building the client: {e}"))?;
+    Ok(Connection {
+        client,
+        server,
+        user,
+    })
 }
 
 /// Writes an error for the user through the stderr pump (never blocking).
@@ -196,15 +262,15 @@ async fn elect(
     args: &ElectArgs,
     timings: Timings,
     identity: String,
+    namespace: String,
     lines: &Arc<pump::Pump>,
     logs: &pump::Pump,
 ) -> i32 {
-    let namespace = args.namespace.clone().unwrap_or_else(default_namespace);
-    let client = match client(args.kubeconfig.as_ref()).await {
+    let conn = match connect(args.kubeconfig.as_ref()).await {
         Ok(c) => c,
         Err(e) => {
             complain(logs, &e);
-            return 1;
+            return 2;
         }
     };
     let (mut term_sig, mut int_sig) = match (
@@ -219,7 +285,8 @@ async fn elect(
     };
     let reporter = Arc::new(output::Reporter::start(identity.clone(), lines.clone()));
     let hook = reporter.clone();
-    let mut builder = Elector::builder(client, namespace, args.lease.clone(), identity)
+    let mut builder = Elector::builder(conn.client, namespace, args.lease.clone(), identity)
+        .connection_info(conn.server, conn.user)
         .timings(timings)
         .release_on_shutdown(!args.no_release)
         .on_state(move |change: &StateChange| hook.report(&change.state, change.at));
@@ -246,7 +313,26 @@ async fn elect(
         _ = int_sig.recv() => {}
     }
     tracing::info!("signal received: stopping");
-    handle.shutdown().await;
+    let mut shutdown = std::pin::pin!(handle.shutdown());
+    let mut signals = 1;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            _ = term_sig.recv() => signals += 1,
+            _ = int_sig.recv() => signals += 1,
+        }
+        if signals == 2 {
+            tracing::warn!(
+                "still stopping: waiting for the command's process tree to exit (SIGKILL after its grace) and for the lease to be released; send the signal once more to kill the command and exit at once"
+            );
+        } else {
+            tracing::warn!(
+                "third signal: killing the command and exiting without releasing the lease"
+            );
+            supervise::kill_all_now();
+            return 1;
+        }
+    }
     // The elector reports `stopped` from its own thread; give it a moment
     // so the line carries its instant, then make sure the line is there.
     reporter.finish(Duration::from_millis(200));
@@ -266,5 +352,10 @@ mod tests {
         for bad in ["", "15", "s", "15x", "-1s", "1..2s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+        assert!(
+            parse_duration("-1s")
+                .unwrap_err()
+                .contains("must not be negative")
+        );
     }
 }

@@ -93,20 +93,19 @@ fn run_term(work: &Work, term: &Term, token: &CancellationToken) {
                 stop(keeper, work, name);
             } else {
                 let status = keeper.reap();
+                let how = status.as_ref().map_or("ended".into(), describe);
                 match status.map(|s| s.code()) {
                     Some(Some(127)) => tracing::error!(
                         command = %name,
-                        "command exited with 127 while leading (not found or not executable?); it starts again at the next term"
+                        "command {how} while leading (not found or not executable?); it starts again at the next term"
                     ),
                     Some(None) => tracing::warn!(
                         command = %name,
-                        ?status,
-                        "keeper was killed while leading; what it held is stopped at step-down"
+                        "keeper {how} while leading; what it held is stopped at step-down"
                     ),
                     _ => tracing::warn!(
                         command = %name,
-                        ?status,
-                        "command exited while leading, with every process it started; it starts again at the next term"
+                        "command {how} while leading, with every process it started; it starts again at the next term"
                     ),
                 }
                 wait::cancelled(token);
@@ -238,7 +237,48 @@ fn stop(keeper: Keeper, work: &Work, name: &str) {
     if status.is_some_and(|s| s.code().is_some()) {
         tracing::info!(command = %name, ?elapsed, "command stopped, with every process it started");
     } else {
-        tracing::warn!(command = %name, keeper = pid, ?status, ?elapsed, "keeper was killed; sweeping what it left");
+        let how = status.as_ref().map_or("ended".into(), describe);
+        tracing::warn!(command = %name, keeper = pid, ?elapsed, "keeper {how}; sweeping what it left");
+    }
+}
+
+/// Kills every running command tree at once (a third stop signal: the
+/// operator does not want to wait for graceful stops).
+pub fn kill_all_now() {
+    let alive: Vec<i32> = keepers().iter().copied().collect();
+    for sid in alive {
+        kill_session(sid);
+    }
+}
+
+/// Says how a process ended, in words: "exited with code 3", "killed by
+/// signal 15 (SIGTERM)".
+pub fn describe(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        // The keeper passes a command killed by signal N on as 128 + N.
+        (Some(code), _) if (129..=192).contains(&code) => format!(
+            "exited with code {code} (killed by signal {} ({}))",
+            code - 128,
+            signal_name(code - 128)
+        ),
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig} ({})", signal_name(sig)),
+        _ => "ended".into(),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
     }
 }
 
@@ -297,5 +337,27 @@ fn sweep_orphans() {
     }
     if !killed.is_empty() {
         tracing::warn!(?killed, "killed and reaped processes left by a dead keeper");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt as _;
+
+    #[test]
+    fn endings_are_said_in_words() {
+        assert_eq!(
+            describe(&ExitStatus::from_raw(3 << 8)),
+            "exited with code 3"
+        );
+        assert_eq!(
+            describe(&ExitStatus::from_raw(15)),
+            "killed by signal 15 (SIGTERM)"
+        );
+        assert_eq!(
+            describe(&ExitStatus::from_raw(143 << 8)),
+            "exited with code 143 (killed by signal 15 (SIGTERM))"
+        );
     }
 }

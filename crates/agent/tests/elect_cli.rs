@@ -790,3 +790,90 @@ async fn a_stalled_stderr_delays_no_step_down() -> Result<()> {
     assert!(status.success(), "{status}");
     Ok(())
 }
+
+/// Runs elect with `kubeconfig` until its stderr contains `needle`
+/// (bounded), then stops it; returns the stderr read so far.
+async fn stderr_until(kubeconfig: &Path, needle: &str, within: Duration) -> Result<String> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(leasehold())
+        .args([
+            "elect",
+            "--lease",
+            "creds",
+            "--identity",
+            "a",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .args([
+            "--lease-duration",
+            "3s",
+            "--renew-deadline",
+            "2s",
+            "--retry-period",
+            "500ms",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("piped")).lines();
+    let mut seen = String::new();
+    let found = tokio::time::timeout(within, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    child.kill().await?;
+    anyhow::ensure!(found, "no {needle:?} on stderr within {within:?}:\n{seen}");
+    Ok(seen)
+}
+
+/// A rejected token, a dead port and an untrusted server certificate are
+/// each explained with the server, the user and the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_and_connection_problems_are_explained() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let good: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plane.agent_kubeconfig(1))?)?;
+    let dir = tempfile::tempdir()?;
+    let write = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| -> Result<PathBuf> {
+        let mut kc = good.clone();
+        edit(&mut kc);
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_string(&kc)?)?;
+        Ok(path)
+    };
+    let bad_token = write("token", &|kc| {
+        kc["users"][0]["user"]["token"] = "not-a-token".into()
+    })?;
+    let dead_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let dead = write("dead", &|kc| {
+        kc["clusters"][0]["cluster"]["server"] = format!("https://127.0.0.1:{dead_port}").into()
+    })?;
+    let no_ca = write("no-ca", &|kc| {
+        kc["clusters"][0]["cluster"]
+            .as_object_mut()
+            .unwrap()
+            .remove("certificate-authority-data");
+    })?;
+    // Bounded by a few retry periods (500 ms) and call timeouts (1 s).
+    let within = Duration::from_secs(15);
+    let err = stderr_until(&bad_token, "rejected the credentials", within).await?;
+    assert!(err.contains(&ControlPlane::agent_user(1)), "{err}");
+    assert!(err.contains("401 Unauthorized"), "{err}");
+    let err = stderr_until(&dead, "connection refused", within).await?;
+    assert!(err.contains(&format!("127.0.0.1:{dead_port}")), "{err}");
+    stderr_until(&no_ca, "TLS verification", within).await?;
+    Ok(())
+}

@@ -155,7 +155,7 @@ enum Fault {
 enum Ev {
     ToCore(usize, u64, Input),
     ToServer(usize, u64, Req),
-    Timer(usize, u64, TimerKind, Instant),
+    Timer(usize, u64, Instant),
     Fault(usize, Fault),
     WorkStopped(usize, u64),
 }
@@ -207,26 +207,13 @@ struct Cand {
     rate_ppm: u64,
     base: u64,
     wall_offset_us: i64,
-    timers: [Option<Instant>; 8],
+    timer: Option<Instant>,
     leading: bool,
     working: bool,
     partitioned: bool,
     forbidden: bool,
     watch_forbidden: bool,
     shutting_down: bool,
-}
-
-fn kind_index(k: TimerKind) -> usize {
-    match k {
-        TimerKind::Renew => 0,
-        TimerKind::RenewDeadline => 1,
-        TimerKind::Expiry => 2,
-        TimerKind::Poll => 3,
-        TimerKind::Backoff => 4,
-        TimerKind::WatchRetry => 5,
-        TimerKind::Request => 6,
-        TimerKind::StopDeadline => 7,
-    }
 }
 
 struct Sim {
@@ -262,7 +249,7 @@ impl Sim {
                 rate_ppm: rng.range(990_000, 1_010_001),
                 base: rng.range(0, 1000 * S),
                 wall_offset_us: rng.range(0, 7_200_000_000) as i64 - 3_600_000_000,
-                timers: [None; 8],
+                timer: None,
                 leading: false,
                 working: false,
                 partitioned: false,
@@ -377,18 +364,16 @@ impl Sim {
             match item.ev {
                 Ev::ToCore(c, inst, input) => self.feed(c, inst, input),
                 Ev::ToServer(c, inst, req) => self.serve(c, inst, req),
-                Ev::Timer(c, inst, kind, at) => {
-                    if self.cands[c].inst == inst
-                        && self.cands[c].timers[kind_index(kind)] == Some(at)
-                    {
-                        self.cands[c].timers[kind_index(kind)] = None;
-                        self.feed(c, inst, Input::TimerFired(kind));
+                Ev::Timer(c, inst, at) => {
+                    if self.cands[c].inst == inst && self.cands[c].timer == Some(at) {
+                        self.cands[c].timer = None;
+                        self.feed(c, inst, Input::Timeout);
                     }
                 }
                 Ev::WorkStopped(c, inst) => {
                     if self.cands[c].inst == inst && self.cands[c].core.is_some() {
                         self.cands[c].working = false;
-                        self.feed(c, inst, Input::LeaderWorkStopped);
+                        self.feed(c, inst, Input::WorkEnded(WorkEnd::Stopped));
                     }
                 }
                 Ev::Fault(c, f) => self.fault(c, f),
@@ -452,7 +437,7 @@ impl Sim {
         cand.leading = false;
         cand.working = false;
         cand.shutting_down = false;
-        cand.timers = [None; 8];
+        cand.timer = None;
         self.server.watchers.retain(|w| w.cand != c);
     }
 
@@ -485,83 +470,109 @@ impl Sim {
 
     fn drain(&mut self, c: usize) {
         loop {
-            let Some(action) = self.cands[c].core.as_mut().and_then(Core::poll_action) else {
+            let Some(core) = self.cands[c].core.as_mut() else {
                 return;
             };
+            let out = match core.poll_event() {
+                Some(e) => Ok(e),
+                None => match core.poll_request() {
+                    Some(r) => Err(r),
+                    None => break,
+                },
+            };
             if self.verbose {
-                eprintln!("           cand {c}: {action:?}");
+                eprintln!("           cand {c}: {out:?}");
             }
             let inst = self.cands[c].inst;
-            match action {
-                Action::Get { op, .. } => self.send(c, inst, Req::Get(op)),
-                Action::Create { op, record, .. } => self.send(c, inst, Req::Create(op, record)),
-                Action::Update {
-                    op,
-                    record,
-                    resource_version,
-                    ..
-                } => self.send(c, inst, Req::Update(op, record, resource_version)),
-                Action::StartWatch { watch, from } => {
-                    self.server.watchers.retain(|w| w.cand != c);
-                    if self.cands[c].partitioned {
-                        let at = self.now + ns(self.p.timings.call_timeout());
-                        let event = WatchEvent::Failed(Failure::Timeout);
-                        self.push(at, Ev::ToCore(c, inst, Input::Watch { watch, event }));
-                    } else {
-                        let at = self.now + self.delay();
-                        self.push(at, Ev::ToServer(c, inst, Req::Watch(watch, from)));
-                    }
-                }
-                Action::StopWatch => self.server.watchers.retain(|w| w.cand != c),
-                Action::SetTimer { kind, at } => {
-                    self.cands[c].timers[kind_index(kind)] = Some(at);
-                    let t = self.true_of(c, at).max(self.now);
-                    self.push(t, Ev::Timer(c, inst, kind, at));
-                }
-                Action::CancelTimer(kind) => self.cands[c].timers[kind_index(kind)] = None,
-                Action::StepUp { term } => {
-                    if term.holder != self.cands[c].identity {
-                        self.fail("stepped up on a term naming someone else");
-                    }
-                    for (o, other) in self.cands.iter().enumerate() {
-                        if o != c && (other.leading || other.working) {
-                            self.fail(&format!(
-                                "SAFETY: candidate {c} ({}) stepped up while candidate {o} ({}) {}",
-                                self.cands[c].identity,
-                                other.identity,
-                                if other.leading {
-                                    "leads"
-                                } else {
-                                    "still runs leader work"
-                                }
-                            ));
-                        }
-                    }
-                    self.cands[c].leading = true;
-                    self.cands[c].working = true;
-                    self.step_ups += 1;
-                }
-                Action::StepDown { .. } => {
-                    if !self.cands[c].leading {
-                        self.fail("step-down without step-up");
-                    }
-                    self.cands[c].leading = false;
-                    self.step_downs_after.push(self.now);
-                    let at = self.now + self.rng.range(0, self.p.work_max.max(1));
-                    self.push(at, Ev::WorkStopped(c, inst));
-                }
-                Action::Stopped => {
-                    if !self.cands[c].shutting_down {
-                        self.fail("CANDIDACY: core stopped without shutdown");
-                    }
-                    self.kill(c);
-                    let at = (self.now + self.rng.range(0, ns(self.p.timings.lease_duration())))
-                        .min(self.p.fault_end)
-                        .max(self.now);
-                    self.push(at, Ev::Fault(c, Fault::Restart));
-                }
-                Action::Following { .. } | Action::Released | Action::Warn(_) => {}
+            match out {
+                Ok(event) => self.on_event(c, inst, event),
+                Err(request) => self.on_request(c, inst, request),
             }
+        }
+        // One pending timer per candidate instance: the core's earliest.
+        let inst = self.cands[c].inst;
+        let next = self.cands[c].core.as_ref().and_then(Core::poll_timeout);
+        if let Some(at) = next
+            && self.cands[c].timer != Some(at)
+        {
+            self.cands[c].timer = Some(at);
+            let t = self.true_of(c, at).max(self.now);
+            self.push(t, Ev::Timer(c, inst, at));
+        } else if next.is_none() {
+            self.cands[c].timer = None;
+        }
+    }
+
+    fn on_request(&mut self, c: usize, inst: u64, request: Request) {
+        match request {
+            Request::Get { op, .. } => self.send(c, inst, Req::Get(op)),
+            Request::Create { op, record, .. } => self.send(c, inst, Req::Create(op, record)),
+            Request::Update {
+                op,
+                record,
+                resource_version,
+                ..
+            } => self.send(c, inst, Req::Update(op, record, resource_version)),
+            Request::StartWatch { watch, from } => {
+                self.server.watchers.retain(|w| w.cand != c);
+                if self.cands[c].partitioned {
+                    let at = self.now + ns(self.p.timings.call_timeout());
+                    let event = WatchEvent::Failed(Failure::Timeout);
+                    self.push(at, Ev::ToCore(c, inst, Input::Watch { watch, event }));
+                } else {
+                    let at = self.now + self.delay();
+                    self.push(at, Ev::ToServer(c, inst, Req::Watch(watch, from)));
+                }
+            }
+            Request::StopWatch => self.server.watchers.retain(|w| w.cand != c),
+            _ => {}
+        }
+    }
+
+    fn on_event(&mut self, c: usize, inst: u64, event: Event) {
+        match event {
+            Event::StepUp { term } => {
+                if term.holder != self.cands[c].identity {
+                    self.fail("stepped up on a term naming someone else");
+                }
+                for (o, other) in self.cands.iter().enumerate() {
+                    if o != c && (other.leading || other.working) {
+                        self.fail(&format!(
+                            "SAFETY: candidate {c} ({}) stepped up while candidate {o} ({}) {}",
+                            self.cands[c].identity,
+                            other.identity,
+                            if other.leading {
+                                "leads"
+                            } else {
+                                "still runs leader work"
+                            }
+                        ));
+                    }
+                }
+                self.cands[c].leading = true;
+                self.cands[c].working = true;
+                self.step_ups += 1;
+            }
+            Event::StepDown { .. } => {
+                if !self.cands[c].leading {
+                    self.fail("step-down without step-up");
+                }
+                self.cands[c].leading = false;
+                self.step_downs_after.push(self.now);
+                let at = self.now + self.rng.range(0, self.p.work_max.max(1));
+                self.push(at, Ev::WorkStopped(c, inst));
+            }
+            Event::Stopped => {
+                if !self.cands[c].shutting_down {
+                    self.fail("CANDIDACY: core stopped without shutdown");
+                }
+                self.kill(c);
+                let at = (self.now + self.rng.range(0, ns(self.p.timings.lease_duration())))
+                    .min(self.p.fault_end)
+                    .max(self.now);
+                self.push(at, Ev::Fault(c, Fault::Restart));
+            }
+            _ => {}
         }
     }
 

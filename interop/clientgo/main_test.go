@@ -169,11 +169,28 @@ func TestReporterLateStartAndShutdown(t *testing.T) {
 	live, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	r.startedLeading(live, 2, &zero)
-	r.stoppedLeading(2, true) // shutting down: no "following" line
+	cancel2() // shutdown cancels the leader context before the release
+	waitLines(r, &b, 3)
+	r.stoppedLeading(2, true)
 	r.stopped()
 
-	want := `following null null|leading "me" 0|stopped null null`
+	want := `following null null|leading "me" 0|following null null|stopped null null`
 	if s := summary(lines(t, &b)); s != want {
 		t.Fatalf("got  %s\nwant %s", s, want)
+	}
+}
+
+// waitLines waits (bounded) until the reporter has written n lines,
+// reading the buffer under the reporter's lock.
+func waitLines(r *reporter, b *bytes.Buffer, n int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		done := strings.Count(b.String(), "\n") >= n
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -124,6 +124,13 @@ func (r *reporter) startedLeading(leaderCtx context.Context, gen int, term *int)
 	r.holder = r.identity
 	r.term = term
 	r.emit("leading")
+	// The leader-only work ends when its context is cancelled, which
+	// client-go does before it releases the lease on shutdown and before
+	// OnStoppedLeading runs: the term's end is reported at that instant.
+	go func() {
+		<-leaderCtx.Done()
+		r.stoppedLeading(gen, false)
+	}()
 }
 
 func (r *reporter) stoppedLeading(gen int, shuttingDown bool) {
@@ -138,7 +145,8 @@ func (r *reporter) stoppedLeading(gen int, shuttingDown bool) {
 		r.holder = ""
 	}
 	if shuttingDown {
-		// The "stopped" line follows once the lease has been released.
+		// Reported already when the leader context was cancelled; the
+		// "stopped" line follows once the lease has been released.
 		return
 	}
 	r.emit("following")

@@ -148,11 +148,8 @@ impl Params {
 ///   up on the work.
 pub fn liveness_bound(t: &Timings) -> u64 {
     let d = ns(t.lease_duration()) as f64 * 1.02;
-    let base = ns(t.renew_deadline())
-        + d as u64
-        + 5 * ns(t.retry_period())
-        + 2 * ns(t.call_timeout())
-        + S;
+    let base =
+        ns(t.renew_deadline()) + d as u64 + 5 * ns(t.retry_period()) + 2 * ns(t.call_timeout()) + S;
     let stall = 2 * ns(t.renew_deadline());
     let graces = ns(t.lease_duration() - t.renew_deadline());
     base + stall + graces

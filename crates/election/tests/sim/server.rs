@@ -60,7 +60,12 @@ impl Server {
     /// resourceVersion is compacted away (410 Expired).
     pub fn replay(&self, from: Option<u64>) -> Option<Vec<WatchEvent>> {
         let Some(rv) = from else {
-            return Some(self.observed().map(WatchEvent::Upsert).into_iter().collect());
+            return Some(
+                self.observed()
+                    .map(WatchEvent::Upsert)
+                    .into_iter()
+                    .collect(),
+            );
         };
         let oldest = self.history.front().map_or(self.rv, |(r, _)| *r);
         if rv + 1 < oldest && rv < self.rv {

@@ -11,7 +11,10 @@
 //! returned, on the shared virtual clock) never overlap, and terms only
 //! grow. After the faults end, a leader must exist again.
 //!
-//! `LEASEHOLD_DRIVER_SIM_SEED=<n>` replays one schedule.
+//! `LEASEHOLD_DRIVER_SIM_SEED=<n>` replays one schedule,
+//! `LEASEHOLD_DRIVER_SIM_COUNT=<n>` runs that many, and
+//! `LEASEHOLD_DRIVER_SIM_TRACE=1` prints every server answer and the
+//! driver's logs.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -65,6 +68,8 @@ struct Server {
     watchers: Vec<(usize, mpsc::UnboundedSender<LockWatchEvent>)>,
     partitioned: [bool; CANDIDATES],
     faulty: bool,
+    /// When the Lease was last created.
+    created_at: Option<Instant>,
     /// When a third party deleted the Lease or dropped its transitions:
     /// a candidate that never saw the earlier terms may start from 0 again.
     resets: Vec<Instant>,
@@ -140,6 +145,17 @@ impl SimLock {
                     let result = f(&mut s);
                     // Sometimes the answer is lost although the write applied.
                     let lost = s.faulty && s.rng.chance(0.03);
+                    if std::env::var_os("LEASEHOLD_DRIVER_SIM_TRACE").is_some() {
+                        let state = s
+                            .lease
+                            .as_ref()
+                            .map(|(rv, r)| (*rv, r.holder.clone(), r.duration_secs, r.transitions));
+                        eprintln!(
+                            "{:?} pod-{cand} ok={} lost={lost} lease={state:?}",
+                            Instant::now(),
+                            result.is_ok()
+                        );
+                    }
                     Some((result, lost))
                 }
             };
@@ -168,6 +184,7 @@ impl LeaseLock for SimLock {
             if s.lease.is_some() {
                 return Err(LockError::Conflict);
             }
+            s.created_at = Some(Instant::now());
             Ok(s.store(Some(record)).expect("stored"))
         })
     }
@@ -225,6 +242,7 @@ fn start(server: &Shared, c: usize, work: &WorkLog, seed: u64) -> ElectionHandle
     });
     let work = work.clone();
     Elector::with_lock(lock, format!("pod-{c}"))
+        .jitter_seed(seed ^ c as u64)
         .timings(timings())
         .on_leading(move |term, token| {
             let work = work.clone();
@@ -295,6 +313,7 @@ async fn one_schedule(seed: u64) -> usize {
         partitioned: [false; CANDIDATES],
         faulty: true,
         resets: Vec::new(),
+        created_at: None,
     }));
     let work: WorkLog = Arc::default();
     let mut handles: Vec<Option<ElectionHandle>> = (0..CANDIDATES)
@@ -309,8 +328,18 @@ async fn one_schedule(seed: u64) -> usize {
         let wall =
             WallTime::from_unix_micros(1_700_000_000_000_000 + rng.next() as i64 % 1_000_000);
         let mut s = server.lock().unwrap();
+        if std::env::var_os("LEASEHOLD_DRIVER_SIM_TRACE").is_some() {
+            eprintln!("{:?} fault on pod-{c}", Instant::now());
+        }
         match rng.next() % 9 {
-            0 => {
+            // A create cannot be conditional: deleting a Lease moments
+            // after it was created lets another candidate's create, sent
+            // before it saw the first, land too. Deletes wait out the call
+            // timeout after a create.
+            0 if s
+                .created_at
+                .is_none_or(|at| at.elapsed() > timings().call_timeout()) =>
+            {
                 s.store(None);
                 s.resets.push(Instant::now());
             }
@@ -322,13 +351,18 @@ async fn one_schedule(seed: u64) -> usize {
             }
             2 => {
                 if let Some((_, mut r)) = s.lease.clone() {
+                    // The intruder writes its own duration, as a holder does.
                     r.holder = "intruder".into();
+                    r.duration_secs = Some(3);
                     r.acquire_time = Some(wall);
                     r.renew_time = Some(wall);
                     s.store(Some(r));
                 }
             }
-            3 => {
+            // Shortening the lease of a holder that cannot see the edit
+            // (partitioned) lets others in before it can know: no elector
+            // can prevent that, so it is only done while all are connected.
+            3 if !s.partitioned.iter().any(|p| *p) => {
                 if let Some((_, mut r)) = s.lease.clone() {
                     r.duration_secs = Some(1 + (rng.next() % 3) as i32);
                     s.store(Some(r));
@@ -384,7 +418,9 @@ async fn one_schedule(seed: u64) -> usize {
             && server.lock().unwrap().lease.as_ref().is_some_and(|(_, r)| {
                 r.holder == leaders[0] && r.transitions.is_some() && r.duration_secs == Some(3)
             });
-        if settled {
+        // Requests answered with a loss during the faults hang until their
+        // call timeout: wait those out before judging the shutdown.
+        if settled && healed.elapsed() > t.call_timeout() * 2 {
             break;
         }
         assert!(
@@ -399,10 +435,7 @@ async fn one_schedule(seed: u64) -> usize {
     }
     check_safety(&work, &server, seed);
     let terms = work.lock().unwrap().len();
-    assert!(
-        terms >= 2,
-        "seed {seed}: only {terms} terms: the faults never moved leadership"
-    );
+    assert!(terms >= 1, "seed {seed}: nobody ever led");
     let every = handles_all_stopped(&work);
     assert!(every, "seed {seed}: work still running after shutdown");
     assert!(
@@ -427,9 +460,21 @@ fn handles_all_stopped(work: &WorkLog) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn the_driver_loop_keeps_work_from_overlapping_through_faults_and_edits() {
+    if std::env::var_os("LEASEHOLD_DRIVER_SIM_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("leasehold_election=debug")
+            .with_test_writer()
+            .try_init();
+    }
     let seeds: Vec<u64> = match std::env::var("LEASEHOLD_DRIVER_SIM_SEED") {
         Ok(v) => vec![v.parse().expect("a number")],
-        Err(_) => (1..=SCHEDULES).collect(),
+        Err(_) => {
+            let count = std::env::var("LEASEHOLD_DRIVER_SIM_COUNT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(SCHEDULES);
+            (1..=count).collect()
+        }
     };
     let (mut schedules, mut terms) = (0, 0);
     for seed in seeds {
@@ -437,4 +482,9 @@ async fn the_driver_loop_keeps_work_from_overlapping_through_faults_and_edits() 
         schedules += 1;
     }
     println!("{schedules} schedules, {terms} terms, no overlapping work");
+    // The faults must actually move leadership around, or nothing was tested.
+    assert!(
+        terms >= 3 * schedules,
+        "only {terms} terms in {schedules} schedules"
+    );
 }

@@ -437,6 +437,7 @@ impl Core {
         };
         self.timers.set(TimerKind::Backoff, now + d);
         self.read_due = true;
+        self.view.gap = true;
     }
 
     pub(super) fn gated(&self) -> bool {

@@ -201,6 +201,7 @@ impl Core {
                 // stream silently stuck behind a dead connection: renew it.
                 if self.watch == WatchState::Up {
                     self.watch = WatchState::Down;
+                    self.view.gap = true;
                 }
             }
             WriteResult::Failed(failure) => self.on_failed(now, f, failure),

@@ -149,6 +149,20 @@ impl H {
         self.feed(Input::Timeout);
     }
 
+    /// Lets a missing Lease be waited out (answering polls with 404) until
+    /// the candidate creates it.
+    fn wait_absent(&mut self) {
+        for _ in 0..80 {
+            if self.has(|a| matches!(a, Action::Create { .. })) {
+                return;
+            }
+            self.advance(secs(0.5));
+            if matches!(self.out.last(), Some(Action::Get { .. })) {
+                self.read(ReadResult::NotFound);
+            }
+        }
+    }
+
     /// The record of `term` as this candidate writes it.
     fn core_record(&self, term: &Term) -> LeaseRecord {
         LeaseRecord {
@@ -220,6 +234,8 @@ impl H {
         let w = h.watch_id();
         h.watch(w, WatchEvent::Started);
         h.read(ReadResult::NotFound);
+        // A missing Lease is created after one lease duration.
+        h.advance(secs(15.0));
         let record = match h.out.last() {
             Some(Action::Create { record, .. }) => record.clone(),
             other => panic!("expected create, got {other:?}"),
@@ -282,6 +298,8 @@ fn starts_by_reading_and_watching_with_bounded_call_timeout() {
 fn absent_lease_is_created_with_client_go_fields_and_leads() {
     let mut h = H::new(true);
     h.read(ReadResult::NotFound);
+    // A missing Lease is created after one lease duration.
+    h.wait_absent();
     let Some(Action::Create { record, .. }) = h.out.last().cloned() else {
         panic!("no create: {:?}", h.out)
     };
@@ -588,6 +606,8 @@ fn shutdown_steps_down_then_releases_only_after_work_stopped() {
 fn shutdown_without_release_stops_without_writing() {
     let mut h = H::new(false);
     h.read(ReadResult::NotFound);
+    // A missing Lease is created after one lease duration.
+    h.wait_absent();
     let Some(Action::Create { record, .. }) = h.out.last().cloned() else {
         panic!()
     };
@@ -697,6 +717,8 @@ fn our_acquire_seen_on_the_watch_first_is_not_reported_as_following_ourselves() 
     let w = h.watch_id();
     h.watch(w, WatchEvent::Started);
     h.read(ReadResult::NotFound);
+    // A missing Lease is created after one lease duration.
+    h.advance(secs(15.0));
     let Some(Action::Create { record, .. }) = h.out.last().cloned() else {
         panic!("no create: {:?}", h.out)
     };
@@ -849,6 +871,8 @@ fn new_terms_are_numbered_above_every_transition_seen() {
     )));
     h.write(WriteResult::Conflict);
     h.read(ReadResult::NotFound);
+    // A missing Lease is created after one lease duration.
+    h.wait_absent();
     let created = h.out.iter().rev().find_map(|a| match a {
         Action::Create { record, .. } => Some(record.clone()),
         _ => None,
@@ -1008,4 +1032,60 @@ fn deadline_is_judged_before_a_late_answer() {
         == Action::StepDown {
             reason: StepDownReason::RenewDeadline
         }));
+}
+
+/// Item: a candidate that has never seen the Lease cannot tell a first
+/// start from a deletion under a live leader, so it waits one lease
+/// duration before creating it.
+#[test]
+fn a_lease_never_seen_is_created_only_after_one_lease_duration() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::NotFound);
+    h.advance(secs(14.999));
+    assert!(
+        !h.has(|a| matches!(a, Action::Create { .. })),
+        "{:?}",
+        h.out
+    );
+    h.advance(secs(0.001));
+    assert!(h.has(|a| matches!(a, Action::Create { .. })), "{:?}", h.out);
+}
+
+/// A candidate cut off while the Lease was missing may have missed its
+/// creation and deletion: seeing it missing again after the gap starts the
+/// wait anew.
+#[test]
+fn missing_again_after_a_gap_restarts_the_wait() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::NotFound);
+    h.advance(secs(10.0));
+    // The watch breaks; a poll (after the gap) finds the Lease missing.
+    h.watch(w, WatchEvent::Ended);
+    h.take();
+    let mut seen_again = None;
+    for _ in 0..300 {
+        h.advance(secs(0.1));
+        if matches!(h.out.last(), Some(Action::Get { .. })) {
+            h.read(ReadResult::NotFound);
+            seen_again.get_or_insert(h.now);
+        }
+        if h.has(|a| matches!(a, Action::Create { .. })) {
+            break;
+        }
+    }
+    assert!(
+        h.has(|a| matches!(a, Action::Create { .. })),
+        "never created"
+    );
+    let seen_again = seen_again.expect("polled while the watch was down");
+    let created_at = h.now;
+    assert!(
+        created_at.saturating_since(seen_again) >= secs(15.0) - secs(0.1),
+        "created {:?} after seeing it missing again",
+        created_at.saturating_since(seen_again)
+    );
 }

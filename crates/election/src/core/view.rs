@@ -4,9 +4,9 @@
 //! - expiry is judged on the local clock: `observed_at` (when the record
 //!   last changed here) plus a wait, never by comparing `renewTime`;
 //! - only a graceful release (the release shape, freshly written) is free
-//!   at once; a holder cleared any other way, or a deleted Lease, is free
-//!   only after the last held record's duration from when the change was
-//!   seen;
+//!   at once; a holder cleared any other way is free only after the last
+//!   held record's duration from when the change was seen; a missing Lease
+//!   (deleted, or never seen) after at least our own lease duration;
 //! - stale answers (older resourceVersions) are ignored;
 //! - the highest `leaseTransitions` ever seen is kept, so terms never go
 //!   backwards.
@@ -50,6 +50,11 @@ pub(super) struct View {
     pub(super) max_transitions: Option<i32>,
     warned_record: Option<(String, Option<i32>)>,
     warned_transitions: Option<i32>,
+    /// Since the Lease was last seen missing, this candidate may have
+    /// missed changes (a request failed, the watch went down): seeing it
+    /// missing again then starts the wait anew, since it may have been
+    /// created and deleted meanwhile.
+    pub(super) gap: bool,
 }
 
 impl View {
@@ -63,6 +68,7 @@ impl View {
             max_transitions: None,
             warned_record: None,
             warned_transitions: None,
+            gap: false,
         }
     }
 
@@ -163,17 +169,16 @@ impl Core {
 
     /// The Lease is gone (404 on read, or a DELETED event).
     pub(super) fn observe_absent(&mut self, now: Instant) {
-        if !matches!(self.view.known, Known::Absent) {
-            let was_unknown = matches!(self.view.known, Known::Unknown);
+        if !matches!(self.view.known, Known::Absent) || self.view.gap {
+            self.view.gap = false;
             self.view.known = Known::Absent;
             self.view.observed_at = now;
-            // Rule: a deleted Lease is free only after the last held
-            // record's duration; one never seen may be created at once.
-            self.view.wait = if was_unknown {
-                Duration::ZERO
-            } else {
-                self.view.carry
-            };
+            // Rule: a missing Lease is created only once it has been seen
+            // missing for the last held record's duration, and never less
+            // than our own lease duration: a candidate that never saw the
+            // Lease (just started) or missed its last holder cannot tell a
+            // first start from a deletion under a live leader.
+            self.view.wait = self.view.carry.max(self.timings.lease_duration());
             self.timers.clear(TimerKind::Expiry);
         }
         self.view.last_rv = None;

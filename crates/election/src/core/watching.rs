@@ -30,6 +30,13 @@ impl Core {
     }
 
     pub(super) fn on_watch(&mut self, now: Instant, event: WatchEvent) {
+        if matches!(
+            event,
+            WatchEvent::Expired | WatchEvent::Ended | WatchEvent::Failed(_)
+        ) {
+            // Changes may be missed until the watch is back.
+            self.view.gap = true;
+        }
         match event {
             WatchEvent::Started => {
                 self.watch = WatchState::Up;

@@ -174,6 +174,7 @@ impl Elector {
             hook: None,
             custom_lock: false,
             endpoint: errors::Endpoint::default(),
+            seed: None,
         }
     }
 
@@ -212,12 +213,14 @@ impl Elector {
             hook: None,
             custom_lock: true,
             endpoint: errors::Endpoint::default(),
+            seed: None,
         }
     }
 }
 
 /// Configures and starts an elector.
 pub struct ElectorBuilder {
+    seed: Option<u64>,
     lock: Arc<dyn LeaseLock>,
     endpoint: errors::Endpoint,
     /// Set when the lock was given by the caller (not rebuilt with metrics).
@@ -251,6 +254,13 @@ impl ElectorBuilder {
             server: server.into(),
             user: user.into(),
         };
+        self
+    }
+
+    /// Seeds the jitter of polling and backoff (default: from the clock and
+    /// the identity), so a simulation can replay a schedule exactly.
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -316,7 +326,7 @@ impl ElectorBuilder {
             identity: self.identity.clone(),
             timings: self.timings,
             release_on_shutdown: self.release_on_shutdown,
-            seed: seed(&self.identity),
+            seed: self.seed.unwrap_or_else(|| seed(&self.identity)),
         };
         let core = Core::new(config, run::now_instant(origin), run::now_wall())
             .map_err(BuildError::Config)?;

@@ -327,67 +327,71 @@ async fn one_schedule(seed: u64) -> usize {
         let c = (rng.next() % CANDIDATES as u64) as usize;
         let wall =
             WallTime::from_unix_micros(1_700_000_000_000_000 + rng.next() as i64 % 1_000_000);
-        let mut s = server.lock().unwrap();
-        if std::env::var_os("LEASEHOLD_DRIVER_SIM_TRACE").is_some() {
-            eprintln!("{:?} fault on pod-{c}", Instant::now());
-        }
-        match rng.next() % 9 {
-            // A create cannot be conditional: deleting a Lease moments
-            // after it was created lets another candidate's create, sent
-            // before it saw the first, land too. Deletes wait out the call
-            // timeout after a create.
-            0 if s
-                .created_at
-                .is_none_or(|at| at.elapsed() > timings().call_timeout()) =>
-            {
-                s.store(None);
-                s.resets.push(Instant::now());
+        let restart = {
+            let mut restart = false;
+            let mut s = server.lock().unwrap();
+            if std::env::var_os("LEASEHOLD_DRIVER_SIM_TRACE").is_some() {
+                eprintln!("{:?} fault on pod-{c}", Instant::now());
             }
-            1 => {
-                if let Some((_, mut r)) = s.lease.clone() {
-                    r.holder.clear();
-                    s.store(Some(r));
-                }
-            }
-            2 => {
-                if let Some((_, mut r)) = s.lease.clone() {
-                    // The intruder writes its own duration, as a holder does.
-                    r.holder = "intruder".into();
-                    r.duration_secs = Some(3);
-                    r.acquire_time = Some(wall);
-                    r.renew_time = Some(wall);
-                    s.store(Some(r));
-                }
-            }
-            // Shortening the lease of a holder that cannot see the edit
-            // (partitioned) lets others in before it can know: no elector
-            // can prevent that, so it is only done while all are connected.
-            3 if !s.partitioned.iter().any(|p| *p) => {
-                if let Some((_, mut r)) = s.lease.clone() {
-                    r.duration_secs = Some(1 + (rng.next() % 3) as i32);
-                    s.store(Some(r));
-                }
-            }
-            4 => {
-                if let Some((_, mut r)) = s.lease.clone() {
-                    r.transitions = None;
-                    s.store(Some(r));
+            match rng.next() % 9 {
+                // A create cannot be conditional: deleting a Lease moments
+                // after it was created lets another candidate's create, sent
+                // before it saw the first, land too. Deletes wait out the call
+                // timeout after a create.
+                0 if s
+                    .created_at
+                    .is_none_or(|at| at.elapsed() > timings().call_timeout()) =>
+                {
+                    s.store(None);
                     s.resets.push(Instant::now());
                 }
-            }
-            5 => {
-                let on = !s.partitioned[c];
-                s.partition(c, on);
-            }
-            6 | 7 => {
-                drop(s);
-                // Graceful restart of one candidate.
-                if let Some(h) = handles[c].take() {
-                    h.shutdown().await;
+                1 => {
+                    if let Some((_, mut r)) = s.lease.clone() {
+                        r.holder.clear();
+                        s.store(Some(r));
+                    }
                 }
-                handles[c] = Some(start(&server, c, &work, seed.wrapping_add(c as u64)));
+                2 => {
+                    if let Some((_, mut r)) = s.lease.clone() {
+                        // The intruder writes its own duration, as a holder does.
+                        r.holder = "intruder".into();
+                        r.duration_secs = Some(3);
+                        r.acquire_time = Some(wall);
+                        r.renew_time = Some(wall);
+                        s.store(Some(r));
+                    }
+                }
+                // Shortening the lease of a holder that cannot see the edit
+                // (partitioned) lets others in before it can know: no elector
+                // can prevent that, so it is only done while all are connected.
+                3 if !s.partitioned.iter().any(|p| *p) => {
+                    if let Some((_, mut r)) = s.lease.clone() {
+                        r.duration_secs = Some(1 + (rng.next() % 3) as i32);
+                        s.store(Some(r));
+                    }
+                }
+                4 => {
+                    if let Some((_, mut r)) = s.lease.clone() {
+                        r.transitions = None;
+                        s.store(Some(r));
+                        s.resets.push(Instant::now());
+                    }
+                }
+                5 => {
+                    let on = !s.partitioned[c];
+                    s.partition(c, on);
+                }
+                6 | 7 => restart = true,
+                _ => {}
             }
-            _ => {}
+            restart
+        };
+        if restart {
+            // Graceful restart of one candidate.
+            if let Some(h) = handles[c].take() {
+                h.shutdown().await;
+            }
+            handles[c] = Some(start(&server, c, &work, seed.wrapping_add(c as u64)));
         }
     }
     {

@@ -17,6 +17,6 @@ pub mod names;
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{
     BuildError, ElectionHandle, Elector, ElectorBuilder, HealthCheck, LeaderTask, Leadership,
-    LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics, SimpleMetrics, StateChange,
+    LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics, Resigner, SimpleMetrics, StateChange,
     StateHook,
 };

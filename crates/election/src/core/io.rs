@@ -120,6 +120,13 @@ pub enum Input {
     Shutdown,
     /// The leader-only work of the last term has ended.
     WorkEnded(WorkEnd),
+    /// Hand the lease over: step down, release it once the work has
+    /// stopped, and do not take it again for `hold_back` (unless still
+    /// nobody else has by then). Candidacy goes on.
+    Resign {
+        /// How long to leave the lease to others.
+        hold_back: std::time::Duration,
+    },
 }
 
 /// Why a leader stopped leading.
@@ -139,6 +146,8 @@ pub enum StepDownReason {
     RenewDeadline,
     /// Shutdown was requested.
     Shutdown,
+    /// This process handed the lease over (its leader-only work kept failing).
+    Resigned,
 }
 
 /// Something the core noticed that an operator should know.
@@ -179,8 +188,12 @@ pub enum Warning {
         /// The term whose work may still run.
         term: Term,
     },
-    /// Watching is forbidden: the candidate polls instead.
+    /// Watching has been refused (403) for a whole lease duration: the
+    /// candidate polls instead. Repeated every ten minutes while it lasts.
     WatchForbidden,
+    /// Creating the Lease failed with 404: its namespace does not exist.
+    /// Retried with a growing backoff; repeated at every attempt.
+    NamespaceNotFound,
 }
 
 /// An API request (or watch control) for the driver to perform.

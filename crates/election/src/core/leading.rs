@@ -118,6 +118,20 @@ impl Core {
         self.publish_following();
     }
 
+    /// Rule: resigning steps down like any loss, then releases the term
+    /// once the work has stopped and holds back from acquiring for a while,
+    /// so a healthy candidate takes over; the candidate stays in the
+    /// election and may lead again after the hold-back.
+    pub(super) fn on_resign(&mut self, now: Instant, hold_back: std::time::Duration) {
+        if !matches!(self.phase, Phase::Leading(_)) || self.stopping {
+            return;
+        }
+        self.hold_back_until = Some(now + hold_back);
+        self.timers.set(TimerKind::HoldBack, now + hold_back);
+        self.release_due = true;
+        self.step_down(StepDownReason::Resigned);
+    }
+
     /// The work of the last term ended: the candidate may lead again (or
     /// finish stopping).
     pub(super) fn on_work_ended(&mut self, end: WorkEnd) {

@@ -124,7 +124,16 @@ pub struct Core {
     pub(super) stop_deadline_passed: bool,
 
     pub(super) published: Option<Option<String>>,
-    pub(super) warned_watch: bool,
+    /// Since when the watch has been refused (403), and when that was last
+    /// reported; cleared when a watch starts.
+    pub(super) watch_refused_since: Option<Instant>,
+    pub(super) watch_refusal_reported: Option<Instant>,
+    /// Consecutive creates refused with 404 (missing namespace).
+    pub(super) create_not_found: u32,
+    /// After resigning: release our term once the work stopped, and do not
+    /// acquire before this instant.
+    pub(super) release_due: bool,
+    pub(super) hold_back_until: Option<Instant>,
 
     pub(super) events: VecDeque<Event>,
     pub(super) requests: VecDeque<Request>,
@@ -158,7 +167,11 @@ impl Core {
             stopping: false,
             stop_deadline_passed: false,
             published: None,
-            warned_watch: false,
+            watch_refused_since: None,
+            watch_refusal_reported: None,
+            create_not_found: 0,
+            release_due: false,
+            hold_back_until: None,
             events: VecDeque::new(),
             requests: VecDeque::new(),
         };
@@ -228,6 +241,14 @@ impl Core {
         }
     }
 
+    /// Hands the lease over (see [`Input::Resign`]).
+    pub fn handle_resign(&mut self, now: Instant, wall: WallTime, hold_back: Duration) {
+        if self.begin(now) {
+            self.on_resign(now, hold_back);
+            self.step(now, wall);
+        }
+    }
+
     /// The leader-only work of the last term has ended.
     pub fn handle_work_ended(&mut self, now: Instant, wall: WallTime, end: WorkEnd) {
         if self.begin(now) {
@@ -246,6 +267,7 @@ impl Core {
             Input::WatchdogFired => self.handle_watchdog(now, wall),
             Input::Shutdown => self.handle_shutdown(now, wall),
             Input::WorkEnded(end) => self.handle_work_ended(now, wall, end),
+            Input::Resign { hold_back } => self.handle_resign(now, wall, hold_back),
         }
     }
 
@@ -397,6 +419,9 @@ impl Core {
         self.timers.take_due(TimerKind::WatchRetry, now);
         if self.timers.take_due(TimerKind::StopDeadline, now) {
             self.stop_deadline_passed = true;
+        }
+        if self.timers.take_due(TimerKind::HoldBack, now) {
+            self.hold_back_until = None;
         }
     }
 

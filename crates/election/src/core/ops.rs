@@ -1,7 +1,7 @@
 //! Requests: deciding which one to send next in each phase, building them
 //! as client-go's LeaseLock would, and applying their answers.
 
-use super::io::{Event, Failure, ReadResult, Request, WriteResult};
+use super::io::{Event, Failure, ReadResult, Request, Warning, WriteResult};
 use super::machine::{Core, InFlight, OpKind, WatchState};
 use super::phase::Phase;
 use super::record::{LeaseRecord, Observed, Term};
@@ -17,11 +17,25 @@ impl Core {
         if self.op.is_none() && !self.gated() {
             if self.read_due || matches!(self.view.known, Known::Unknown) {
                 self.send_get(now);
-            } else {
+            } else if self.release_due {
+                self.release_after_resign(now, wall);
+            } else if self.hold_back_until.is_none() {
                 self.try_acquire(now, wall);
             }
         }
         self.schedule_poll(now);
+    }
+
+    /// After resigning: release our term if the Lease still shows it (and
+    /// no work of ours may still run under it).
+    fn release_after_resign(&mut self, now: Instant, wall: WallTime) {
+        let target = self.view.present().filter(|o| {
+            self.own_term_in(o).is_some() && !self.abandoned.iter().any(|t| o.record.is_term(t))
+        });
+        match target.cloned() {
+            Some(obs) => self.send_release(now, wall, &obs),
+            None => self.release_due = false,
+        }
     }
 
     /// Rule: take the lease once it may be taken — at once for a graceful
@@ -194,6 +208,18 @@ impl Core {
     pub(super) fn on_write(&mut self, now: Instant, f: InFlight, result: WriteResult) {
         match result {
             WriteResult::Ok(obs) => self.on_write_ok(now, f, obs),
+            // Rule: a create refused with 404 means the namespace is
+            // missing: back off (growing) and say so; never a hot loop.
+            WriteResult::NotFound
+                if matches!(f.kind, OpKind::Acquire(_)) && self.view.present().is_none() =>
+            {
+                self.create_not_found = self.create_not_found.saturating_add(1);
+                self.emit(Event::Warn(Warning::NamespaceNotFound));
+                let factor = 1u32 << self.create_not_found.min(4);
+                let d = self.rng.scale(self.timings.retry_period(), 1.0, 2.2) * factor;
+                self.timers.set(TimerKind::Backoff, now + d);
+                self.read_due = true;
+            }
             // Rule: 409 means someone else wrote: re-read, no backoff.
             WriteResult::Conflict | WriteResult::NotFound => {
                 self.read_due = true;
@@ -209,6 +235,7 @@ impl Core {
     }
 
     fn on_write_ok(&mut self, now: Instant, f: InFlight, obs: Observed) {
+        self.create_not_found = 0;
         // Rule: an answer older than a record already known does not
         // count; the newer record decides (someone wrote after us).
         let stale = self
@@ -248,7 +275,12 @@ impl Core {
             OpKind::Release => {
                 self.remember(now, &obs);
                 self.emit(Event::Released);
-                self.stop();
+                self.release_due = false;
+                if self.stopping {
+                    self.stop();
+                } else {
+                    self.publish_following();
+                }
             }
             OpKind::Read | OpKind::Fence => self.observe(now, obs),
         }

@@ -658,20 +658,87 @@ fn expired_watch_relists_then_watches_from_the_fresh_version() {
 }
 
 #[test]
-fn forbidden_watch_warns_once_and_falls_back_to_polling() {
+fn forbidden_watch_is_retried_soon_and_reported_only_when_it_lasts() {
     let mut h = H::new(true);
     let w = h.watch_id();
+    // A refusal right after an API server restart: retried soon, silently,
+    // while polling covers the gap.
     h.watch(w, WatchEvent::Failed(Failure::Forbidden));
     h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 0))));
-    assert!(h.has(|a| *a == Action::Warn(Warning::WatchForbidden)));
+    assert!(!h.has(|a| matches!(a, Action::Warn(_))), "{:?}", h.out);
     assert!(h.core.timer(TimerKind::Poll).is_some());
-    h.take();
-    h.advance(secs(20.0));
-    let w2 = h.watch_id();
-    h.watch(w2, WatchEvent::Failed(Failure::Forbidden));
-    assert!(!h.has(|a| matches!(a, Action::Warn(_))), "warned twice");
-    // Still elects by polling: the lease expired meanwhile.
+    let retry = h.core.timer(TimerKind::WatchRetry).expect("retried");
+    assert!(retry.saturating_since(h.now) <= secs(4.4), "{retry:?}");
+    // Still refused a lease duration later: reported once...
+    let mut warnings = 0;
+    for _ in 0..40 {
+        h.take();
+        h.advance(secs(1.0));
+        if matches!(h.out.last(), Some(Action::Get { .. })) {
+            h.read(ReadResult::Found(obs("3", held_by("pod-b", 15, 0))));
+        }
+        if let Some(Action::StartWatch { watch, .. }) = h
+            .out
+            .iter()
+            .find(|a| matches!(a, Action::StartWatch { .. }))
+            .cloned()
+        {
+            h.watch(watch, WatchEvent::Failed(Failure::Forbidden));
+        }
+        warnings += h
+            .out
+            .iter()
+            .filter(|a| **a == Action::Warn(Warning::WatchForbidden))
+            .count();
+    }
+    assert_eq!(warnings, 1, "reported once within ten minutes");
+    // ...and the candidate still elects by polling.
     assert!(h.update().is_some() || h.has(|a| matches!(a, Action::Get { .. })));
+}
+
+/// Item: a create refused with 404 (namespace missing) backs off with a
+/// growing delay and says so each time; never a hot loop.
+#[test]
+fn missing_namespace_backs_off_and_is_reported() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::NotFound);
+    h.wait_absent();
+    let mut creates = 0;
+    let mut warnings = 0;
+    let start = h.now;
+    for _ in 0..600 {
+        if let Some(op) = h.out.iter().rev().find_map(|a| match a {
+            Action::Create { op, .. } => Some(*op),
+            _ => None,
+        }) {
+            creates += 1;
+            h.take();
+            h.feed(Input::WriteDone {
+                op,
+                result: WriteResult::NotFound,
+            });
+            warnings += h
+                .out
+                .iter()
+                .filter(|a| **a == Action::Warn(Warning::NamespaceNotFound))
+                .count();
+        }
+        if matches!(h.out.last(), Some(Action::Get { .. })) {
+            h.read(ReadResult::NotFound);
+        }
+        h.advance(secs(0.1));
+    }
+    let elapsed = h.now.saturating_since(start);
+    assert!(creates >= 3, "gave up: {creates} creates in {elapsed:?}");
+    // At most one create per 2 retry periods on average (the backoff grows
+    // to 16 × retry): far from the ~30 requests/s of a hot loop.
+    assert!(
+        (creates as f64) < elapsed.as_secs_f64() / 4.0,
+        "{creates} creates in {elapsed:?}"
+    );
+    assert_eq!(warnings, creates, "every refused create is reported");
 }
 
 #[test]
@@ -1088,4 +1155,43 @@ fn missing_again_after_a_gap_restarts_the_wait() {
         "created {:?} after seeing it missing again",
         created_at.saturating_since(seen_again)
     );
+}
+
+/// Item: a leader whose work keeps failing resigns: it steps down, releases
+/// once the work stopped, leaves the lease to others for the hold-back, and
+/// stays a candidate that takes the lease again afterwards if nobody did.
+#[test]
+fn resigning_releases_and_holds_back_but_stays_a_candidate() {
+    let (mut h, w) = H::leading();
+    h.feed(Input::Resign {
+        hold_back: secs(30.0),
+    });
+    assert!(h.has(|a| *a
+        == Action::StepDown {
+            reason: StepDownReason::Resigned
+        }));
+    assert!(h.update().is_none(), "released before the work stopped");
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    let (release, rv) = h.update().expect("releases after the work stopped");
+    assert_eq!(
+        (release.holder.as_str(), release.duration_secs),
+        ("", Some(1))
+    );
+    assert_eq!(rv, "1");
+    h.write(WriteResult::Ok(obs("2", release.clone())));
+    assert!(h.has(|a| *a == Action::Released));
+    assert!(
+        !h.core.is_stopped(),
+        "resigning is not leaving the election"
+    );
+    h.take();
+    h.watch(w, WatchEvent::Upsert(obs("2", release)));
+    h.advance(secs(29.9));
+    assert!(
+        h.update().is_none(),
+        "took the lease back during the hold-back"
+    );
+    h.advance(secs(0.2));
+    let (again, _) = h.update().expect("stands again after the hold-back");
+    assert_eq!(again.holder, ME);
 }

@@ -21,9 +21,11 @@ pub enum TimerKind {
     Request,
     /// Give up releasing during shutdown.
     StopDeadline,
+    /// End of the hold-back after resigning.
+    HoldBack,
 }
 
-const KINDS: usize = 7;
+const KINDS: usize = 8;
 
 #[derive(Clone, Debug, Default)]
 pub(super) struct Timers([Option<Instant>; KINDS]);

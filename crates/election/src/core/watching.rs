@@ -7,6 +7,9 @@ use super::machine::{Core, WatchState};
 use super::time::Instant;
 use super::timers::TimerKind;
 
+/// How often a lasting refusal to watch is reported again.
+const REFUSAL_REPEAT: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl Core {
     pub(super) fn ensure_watch(&mut self, now: Instant) {
         if matches!(self.watch, WatchState::Down | WatchState::Forbidden)
@@ -40,6 +43,8 @@ impl Core {
         match event {
             WatchEvent::Started => {
                 self.watch = WatchState::Up;
+                self.watch_refused_since = None;
+                self.watch_refusal_reported = None;
                 self.timers.clear(TimerKind::Poll);
             }
             WatchEvent::Upsert(obs) => self.observe(now, obs),
@@ -59,12 +64,21 @@ impl Core {
                 }
             }
             WatchEvent::Failed(Failure::Forbidden) => {
+                // Rule: a 403 is transient at first (an API server that
+                // just restarted refuses until its RBAC cache is filled):
+                // retry soon; report it (and poll meanwhile) only once it
+                // has lasted a lease duration, and again every ten minutes.
                 self.watch = WatchState::Forbidden;
-                if !self.warned_watch {
-                    self.warned_watch = true;
+                let since = *self.watch_refused_since.get_or_insert(now);
+                let lasting = now.saturating_since(since) >= self.timings.lease_duration();
+                let due = self
+                    .watch_refusal_reported
+                    .is_none_or(|at| now.saturating_since(at) >= REFUSAL_REPEAT);
+                if lasting && due {
+                    self.watch_refusal_reported = Some(now);
                     self.emit(Event::Warn(Warning::WatchForbidden));
                 }
-                self.retry_watch_later(now, 5);
+                self.retry_watch_later(now, if lasting { 5 } else { 1 });
             }
             WatchEvent::Failed(_) => {
                 self.watch = WatchState::Down;

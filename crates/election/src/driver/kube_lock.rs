@@ -17,6 +17,9 @@ use super::lock::{LeaseLock, LockError, LockWatchEvent};
 use super::metrics::Metrics;
 use crate::core::{Failure, LeaseRecord, Observed};
 
+/// How long a 403 must last before it is explained as missing RBAC rights.
+const FORBIDDEN_LASTS: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How many objects (by resourceVersion) are kept as bases for writes.
 const KEPT_OBJECTS: usize = 16;
 
@@ -57,8 +60,9 @@ struct Inner {
     metrics: Arc<dyn Metrics>,
     /// Objects as read, to base writes on.
     objects: ObjectsByVersion,
-    /// Verbs refused with 403 and already explained (once per outage).
-    forbidden: Mutex<Vec<&'static str>>,
+    /// Verbs refused with 403: since when, and whether the refusal was
+    /// explained (once it lasted; once per outage).
+    forbidden: Mutex<Vec<(&'static str, std::time::Instant, bool)>>,
     /// Who connects where, for error messages.
     endpoint: Endpoint,
     /// The last connection or credentials problem explained (once per outage).
@@ -109,15 +113,34 @@ impl Inner {
         let mut f = self.forbidden.lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Err(e) if classify(e) == ApiOutcome::Failed(Failure::Forbidden) => {
-                if !f.contains(&verb) {
-                    f.push(verb);
+                // An API server that just restarted refuses (403) until its
+                // RBAC cache is filled: advise about the Role only when the
+                // refusal lasts.
+                let now = std::time::Instant::now();
+                let i = match f.iter().position(|(v, _, _)| *v == verb) {
+                    Some(i) => i,
+                    None => {
+                        f.push((verb, now, false));
+                        f.len() - 1
+                    }
+                };
+                let (_, since, explained) = &mut f[i];
+                if !*explained && now.duration_since(*since) >= FORBIDDEN_LASTS {
+                    *explained = true;
                     tracing::warn!("{}", forbidden_message(verb, &self.namespace, &self.lease));
+                } else if !*explained {
+                    tracing::debug!(lease = %self.lease, verb, "refused (403); retrying, as an API server refuses for a moment after a restart");
                 }
             }
             Err(e) => {
                 tracing::debug!(lease = %self.lease, verb, error = %e, "lease request failed")
             }
-            Ok(_) => f.retain(|v| *v != verb),
+            Ok(_) => {
+                if f.iter().any(|(v, _, explained)| *v == verb && *explained) {
+                    tracing::info!(lease = %self.lease, verb, "access to the lease restored");
+                }
+                f.retain(|(v, _, _)| *v != verb);
+            }
         }
     }
 

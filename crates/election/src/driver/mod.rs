@@ -372,9 +372,12 @@ impl ElectorBuilder {
             token: token_tx,
             shutdown: shutdown.clone(),
             task: self.task,
+            inputs: tokio::sync::mpsc::unbounded_channel(),
         };
+        let resign_tx = driver.inputs.0.clone();
         let join = tokio::spawn(driver.run());
         Ok(ElectionHandle {
+            resigner: Resigner(resign_tx),
             state: state_rx,
             token: token_rx,
             guard: Some(shutdown.drop_guard()),
@@ -395,8 +398,23 @@ fn seed(identity: &str) -> u64 {
         })
 }
 
+/// Hands the lease over from outside the election loop.
+#[derive(Clone, Debug)]
+pub struct Resigner(tokio::sync::mpsc::UnboundedSender<crate::core::Input>);
+
+impl Resigner {
+    /// If leading: step down now (cancelling the leader-only work), release
+    /// the lease once the work has stopped, and leave it to the other
+    /// candidates for `hold_back` before standing again. The elector stays
+    /// a candidate throughout. Does nothing when not leading.
+    pub fn resign(&self, hold_back: Duration) {
+        let _ = self.0.send(crate::core::Input::Resign { hold_back });
+    }
+}
+
 /// A running elector. Dropping it requests shutdown (without waiting).
 pub struct ElectionHandle {
+    resigner: Resigner,
     state: watch::Receiver<Leadership>,
     token: watch::Receiver<Option<(Term, CancellationToken)>>,
     guard: Option<DropGuard>,
@@ -415,6 +433,12 @@ impl ElectionHandle {
     /// [`ElectorBuilder::on_leading`].
     pub fn leader_token(&self) -> Option<(Term, CancellationToken)> {
         self.token.borrow().clone()
+    }
+
+    /// A handle for leader-only work that finds it cannot do its job here
+    /// (its process keeps failing): see [`Resigner::resign`].
+    pub fn resigner(&self) -> Resigner {
+        self.resigner.clone()
     }
 
     /// A health check to expose on a liveness endpoint.

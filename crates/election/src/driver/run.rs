@@ -32,6 +32,7 @@ pub(crate) struct Driver {
     pub(crate) token: watch::Sender<Option<(Term, CancellationToken)>>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) task: Option<LeaderTask>,
+    pub(crate) inputs: (mpsc::UnboundedSender<Input>, mpsc::UnboundedReceiver<Input>),
 }
 
 struct LedTerm {
@@ -64,8 +65,11 @@ pub(crate) fn now_wall() -> WallTime {
 }
 
 impl Driver {
-    pub(crate) async fn run(self) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(crate) async fn run(mut self) {
+        let (tx, rx) = {
+            let (closed_tx, closed_rx) = mpsc::unbounded_channel();
+            std::mem::replace(&mut self.inputs, (closed_tx, closed_rx))
+        };
         let fire = tx.clone();
         let watchdog = match Watchdog::start(move || {
             let _ = fire.send(Input::WatchdogFired);
@@ -247,6 +251,12 @@ impl Run {
                 found,
                 highest,
                 "the Lease's leaseTransitions went backwards (edited); new terms continue above the highest seen"
+            ),
+            Warning::NamespaceNotFound => tracing::error!(
+                lease,
+                namespace = %self.d.settings.namespace,
+                "cannot create the Lease: namespace {:?} does not exist (404); create it, or pass the namespace the agent's Role is in; retrying with backoff",
+                self.d.settings.namespace
             ),
             Warning::WorkAbandoned { term } => tracing::error!(
                 lease,

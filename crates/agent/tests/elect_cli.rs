@@ -877,3 +877,64 @@ async fn credential_and_connection_problems_are_explained() -> Result<()> {
     stderr_until(&no_ca, "TLS verification", within).await?;
     Ok(())
 }
+
+/// A leader whose command keeps failing restarts it with backoff, then
+/// hands the lease over so a healthy candidate does the work, and stays a
+/// candidate itself; it does not take the lease back during the hold-back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_command_hands_the_lease_to_a_healthy_candidate() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("failing").await?;
+    let dir = tempfile::tempdir()?;
+    let spec = |k: u32, extra: Vec<String>| Spec {
+        kind: Kind::Leasehold,
+        program: leasehold(),
+        lease: "failing".into(),
+        namespace: ns.name().into(),
+        identity: ControlPlane::agent_user(k),
+        kubeconfig: plane.agent_kubeconfig(k),
+        timings: ["3s".into(), "2s".into(), "500ms".into()],
+        extra,
+    };
+    let broken: Vec<String> = ["--command-failures", "3", "--", "sh", "-c", "exit 3"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut fleet = Fleet::new();
+    let a = fleet.spawn(spec(1, broken))?;
+    let (leader, _) = fleet.wait_for_leader(Duration::from_secs(10)).await?;
+    assert_eq!(leader, a);
+    let b_id = ControlPlane::agent_user(2);
+    let b = fleet.spawn(spec(2, command(dir.path(), &b_id)))?;
+    // Three failures with 1 s and 2 s of backoff between them, then the
+    // release: well inside the bound below.
+    fleet
+        .wait_for(
+            Duration::from_secs(15),
+            "the healthy candidate leads",
+            |_, i, r| i == b && r.state == State::Leading,
+        )
+        .await?;
+    file_appears(
+        &dir.path().join(format!("{b_id}.running")),
+        Duration::from_secs(5),
+    )
+    .await?;
+    assert!(
+        fleet.is_running(a),
+        "the failing candidate left the election"
+    );
+    // The hold-back is twice the lease duration; B keeps leading through it.
+    fleet.observe(Duration::from_secs(6)).await?;
+    assert_eq!(fleet.leader(), Some(b));
+    let a_last = fleet
+        .history()
+        .iter()
+        .rev()
+        .find(|r| r.identity == ControlPlane::agent_user(1))
+        .map(|r| r.state.clone());
+    assert_eq!(a_last, Some(State::Following));
+    fleet.shutdown(Duration::from_secs(5)).await?;
+    assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
+    Ok(())
+}

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn leasehold(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_leasehold"))
@@ -26,7 +27,13 @@ struct TempFile(PathBuf);
 
 impl TempFile {
     fn new(name: &str, content: &str) -> TempFile {
-        let dir = std::env::temp_dir().join(format!("leasehold-policy-cli-{}", std::process::id()));
+        // Tests run in parallel and several write a file of the same name:
+        // each file gets a directory of its own so one test's cleanup cannot
+        // remove another's input.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("leasehold-policy-cli-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, content).unwrap();
@@ -40,6 +47,9 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -229,4 +239,24 @@ fn check_lists_every_problem_and_exits_2() {
     ] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
+}
+
+#[test]
+fn an_empty_variable_reference_fails_inspect_and_check_with_its_location() {
+    let p = TempFile::new(
+        "empty-var.yaml",
+        "inputs:\n  - id: a\n    type: t\n    host: \"node-${}\"\n",
+    );
+    let o = leasehold(&["inspect", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("empty-var.yaml:4:17:"), "{err}");
+    assert!(err.contains("empty variable reference"), "{err}");
+
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("empty-var.yaml:4:17: error:"), "{err}");
+    assert!(err.contains("1 error(s)"), "{err}");
 }

@@ -51,6 +51,12 @@ pub struct ElectArgs {
     /// Do not release the lease on shutdown.
     #[arg(long)]
     pub no_release: bool,
+    /// Failures in a row of the command while leading (it is restarted
+    /// with backoff in between) before the lease is handed over and left
+    /// to other candidates for twice the lease duration; 0 never hands it
+    /// over.
+    #[arg(long, default_value_t = 3)]
+    pub command_failures: u32,
     /// Command to run only while leading.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -290,6 +296,7 @@ async fn elect(
         .timings(timings)
         .release_on_shutdown(!args.no_release)
         .on_state(move |change: &StateChange| hook.report(&change.state, change.at));
+    let resigner: Arc<std::sync::OnceLock<leasehold_election::Resigner>> = Arc::default();
     if !args.command.is_empty() {
         // SIGKILL well inside lease_duration − renew_deadline; elect itself
         // steps in only if the keeper has not finished a little later.
@@ -298,6 +305,9 @@ async fn elect(
             command: args.command.clone(),
             grace: window * 2 / 5,
             hard_stop: window / 2,
+            max_failures: args.command_failures,
+            hold_back: timings.lease_duration() * 2,
+            resigner: resigner.clone(),
         });
         builder = builder.on_leading(move |term, token| supervise::term(work.clone(), term, token));
     }
@@ -308,6 +318,7 @@ async fn elect(
             return 2;
         }
     };
+    let _ = resigner.set(handle.resigner());
     tokio::select! {
         _ = term_sig.recv() => {}
         _ = int_sig.recv() => {}

@@ -45,6 +45,13 @@ pub struct Work {
     /// From SIGTERM to elect killing the keeper's session itself, should the
     /// keeper not have finished by then.
     pub hard_stop: Duration,
+    /// Failures in a row while leading before the lease is handed over
+    /// (0: never).
+    pub max_failures: u32,
+    /// How long to leave the lease to others after handing it over.
+    pub hold_back: Duration,
+    /// Set once the elector runs.
+    pub resigner: Arc<std::sync::OnceLock<leasehold_election::Resigner>>,
 }
 
 /// Keepers alive now (spawned and not yet reaped). The orphan sweep leaves
@@ -80,37 +87,67 @@ pub fn term(work: Arc<Work>, term: Term, token: CancellationToken) -> impl Futur
     }
 }
 
+/// A run at least this long counts as healthy: the failure count and the
+/// restart backoff start over.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// Restart backoff while leading: 1 s doubling up to 60 s.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// One term: runs the command, restarts it with backoff when its tree
+/// ends while leading, and hands the lease over after `max_failures`
+/// failures in a row, so one broken node cannot silence the cluster.
 fn run_term(work: &Work, term: &Term, token: &CancellationToken) {
     let name = &work.command[0];
-    match Keeper::spawn(work, term) {
-        Err(e) => {
-            tracing::error!(command = %name, error = %e, "cannot start command");
-            wait::cancelled(token);
-        }
-        Ok(keeper) => {
-            tracing::info!(command = %name, pid = keeper.pid, term = term.transitions, "command started");
-            if wait::first_cancelled(&[token, &keeper.exited], None) == Some(0) {
-                stop(keeper, work, name);
-            } else {
+    let mut failures = 0u32;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let started = Instant::now();
+        match Keeper::spawn(work, term) {
+            Err(e) => tracing::error!(command = %name, error = %e, "cannot start command"),
+            Ok(keeper) => {
+                tracing::info!(command = %name, pid = keeper.pid, term = term.transitions, "command started");
+                if wait::first_cancelled(&[token, &keeper.exited], None) == Some(0) {
+                    stop(keeper, work, name);
+                    break;
+                }
                 let status = keeper.reap();
                 let how = status.as_ref().map_or("ended".into(), describe);
                 match status.map(|s| s.code()) {
                     Some(Some(127)) => tracing::error!(
                         command = %name,
-                        "command {how} while leading (not found or not executable?); it starts again at the next term"
+                        "command {how} while leading (not found or not executable?)"
                     ),
-                    Some(None) => tracing::warn!(
-                        command = %name,
-                        "keeper {how} while leading; what it held is stopped at step-down"
-                    ),
-                    _ => tracing::warn!(
-                        command = %name,
-                        "command {how} while leading, with every process it started; it starts again at the next term"
-                    ),
+                    _ => tracing::warn!(command = %name, "command {how} while leading"),
                 }
-                wait::cancelled(token);
             }
         }
+        // Whatever a killed keeper left must not run beside the next one.
+        sweep_orphans();
+        if started.elapsed() >= HEALTHY_RUN {
+            failures = 0;
+            backoff = FIRST_BACKOFF;
+        }
+        failures += 1;
+        if work.max_failures > 0 && failures >= work.max_failures {
+            tracing::error!(
+                command = %name,
+                failures,
+                hold_back = ?work.hold_back,
+                "command failed {failures} times in a row while leading; handing the lease over and holding back so a healthy candidate takes the work (this candidate stays in the election)"
+            );
+            match work.resigner.get() {
+                Some(r) => r.resign(work.hold_back),
+                None => tracing::error!("cannot hand the lease over: the elector is not running"),
+            }
+            wait::cancelled(token);
+            break;
+        }
+        tracing::warn!(command = %name, failures, max = work.max_failures, ?backoff, "restarting the command");
+        if wait::cancelled_by(token, Instant::now() + backoff) {
+            break;
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
     sweep_orphans();
 }

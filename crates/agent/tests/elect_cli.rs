@@ -938,3 +938,122 @@ async fn a_failing_command_hands_the_lease_to_a_healthy_candidate() -> Result<()
     assert!(fleet.violations().is_empty(), "{:?}", fleet.violations());
     Ok(())
 }
+
+/// Shutdown is bounded and can be hurried: after `stopped` elect exits at
+/// once; a second signal says what it waits for; a third kills the command
+/// and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_exits_promptly_and_a_third_signal_does_not_wait() -> Result<()> {
+    use tokio::io::AsyncBufReadExt as _;
+    let plane = ControlPlane::shared();
+    let dir = tempfile::tempdir()?;
+    let pidfile = dir.path().join("pid");
+    // A command that ignores SIGTERM: stopping it takes the whole grace of
+    // 0.4 × (10 s − 4 s) = 2.4 s, a window for the extra signals.
+    let stubborn = r#"trap '' TERM; echo $$ > "$0"; while :; do sleep 0.05; done"#;
+    let cooperative = "while :; do sleep 0.05; done";
+    for (round, script) in [(1, cooperative), (2, stubborn)] {
+        let ns = plane.namespace("hurry").await?;
+        let mut child = tokio::process::Command::new(leasehold())
+            .args(["elect", "--lease", "hurry", "--namespace", ns.name()])
+            .args(["--identity", &ControlPlane::agent_user(1), "--kubeconfig"])
+            .arg(plane.agent_kubeconfig(1))
+            .args([
+                "--lease-duration",
+                "10s",
+                "--renew-deadline",
+                "4s",
+                "--retry-period",
+                "1s",
+            ])
+            .args(["--", "sh", "-c", script])
+            .arg(&pidfile)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().expect("running") as i32;
+        let mut out = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut err = tokio::io::BufReader::new(child.stderr.take().expect("piped")).lines();
+        // Lead first (a missing Lease is created after one lease duration).
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = out.next_line().await? {
+                if line.contains("\"leading\"") {
+                    return Ok::<_, anyhow::Error>(());
+                }
+            }
+            bail!("elect ended before leading")
+        })
+        .await??;
+        // SAFETY: kill(2) on the child this test spawned and has not reaped.
+        let signal = |sig| unsafe { libc::kill(pid, sig) };
+        if round == 1 {
+            signal(libc::SIGTERM);
+            let stopped = tokio::time::timeout(Duration::from_secs(20), async {
+                while let Some(line) = out.next_line().await? {
+                    if line.contains("\"stopped\"") {
+                        return Ok::<_, anyhow::Error>(std::time::Instant::now());
+                    }
+                }
+                bail!("no stopped line")
+            })
+            .await??;
+            let status = child.wait().await?;
+            let lag = stopped.elapsed();
+            assert_eq!(status.code(), Some(0));
+            // Bounded by the retry period (1 s), far above the few
+            // milliseconds it takes, far below a runtime-teardown hang.
+            assert!(
+                lag < Duration::from_secs(1),
+                "exit {lag:?} after the stopped line"
+            );
+            continue;
+        }
+        let command_pid: i32 = file_appears(&pidfile, Duration::from_secs(5))
+            .await?
+            .parse()?;
+        // Signals sent back to back may be merged: each is sent once the
+        // previous one was acknowledged on stderr.
+        signal(libc::SIGTERM);
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while let Some(line) = err.next_line().await? {
+                if line.contains("signal received") {
+                    return Ok::<_, anyhow::Error>(());
+                }
+            }
+            bail!("stderr ended")
+        })
+        .await??;
+        signal(libc::SIGTERM);
+        let said = tokio::time::timeout(Duration::from_secs(2), async {
+            while let Some(line) = err.next_line().await? {
+                if line.contains("still stopping") {
+                    return Ok::<_, anyhow::Error>(line);
+                }
+            }
+            bail!("stderr ended")
+        })
+        .await??;
+        assert!(said.contains("waiting for"), "{said}");
+        let third = std::time::Instant::now();
+        signal(libc::SIGTERM);
+        let status = child.wait().await?;
+        assert_eq!(status.code(), Some(1), "a hurried exit is not a clean one");
+        // At once: well before the 2.4 s grace of the ignoring command.
+        assert!(
+            third.elapsed() < Duration::from_millis(2400),
+            "{:?}",
+            third.elapsed()
+        );
+        // SIGKILL is delivered before elect exits; dying takes a moment.
+        let gone_by = std::time::Instant::now() + Duration::from_secs(1);
+        while process_running(command_pid as u32) && std::time::Instant::now() < gone_by {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            !process_running(command_pid as u32),
+            "the command outlived a hurried exit"
+        );
+    }
+    Ok(())
+}

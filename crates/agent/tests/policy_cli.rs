@@ -240,3 +240,23 @@ fn check_lists_every_problem_and_exits_2() {
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
+
+#[test]
+fn an_empty_variable_reference_fails_inspect_and_check_with_its_location() {
+    let p = TempFile::new(
+        "empty-var.yaml",
+        "inputs:\n  - id: a\n    type: t\n    host: \"node-${}\"\n",
+    );
+    let o = leasehold(&["inspect", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("empty-var.yaml:4:17:"), "{err}");
+    assert!(err.contains("empty variable reference"), "{err}");
+
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("empty-var.yaml:4:17: error:"), "{err}");
+    assert!(err.contains("1 error(s)"), "{err}");
+}

@@ -1,5 +1,6 @@
-//! Rendering a 500-input policy with conditions and substitutions, and
-//! evaluating a simple comparison.
+//! Loading and rendering a 500-input policy with conditions and
+//! substitutions, loading and rendering one mapping with 5,000 keys (where
+//! anything quadratic shows), and evaluating a simple comparison.
 
 use std::hint::black_box;
 
@@ -8,6 +9,7 @@ use leasehold_policy::cond::{Condition, EvalOptions};
 use leasehold_policy::{Policy, Vars, render};
 
 const INPUTS: usize = 500;
+const WIDE_KEYS: usize = 5_000;
 
 fn policy_text() -> String {
     let mut s = String::from(
@@ -22,6 +24,15 @@ fn policy_text() -> String {
     s
 }
 
+/// One input whose `fields` mapping has `n` keys.
+fn wide_policy_text(n: usize) -> String {
+    let mut s = String::from("inputs:\n  - type: t\n    fields:\n");
+    for i in 0..n {
+        s.push_str(&format!("      k{i}: v{i}\n"));
+    }
+    s
+}
+
 fn vars() -> Vars {
     Vars::from_json(&serde_json::json!({
         "env": {"NODE_NAME": "node-1"},
@@ -32,15 +43,34 @@ fn vars() -> Vars {
 }
 
 fn bench(c: &mut Criterion) {
-    let policy = Policy::parse(&policy_text(), "bench.yaml").unwrap();
+    let text = policy_text();
+    let policy = Policy::parse(&text, "bench.yaml").unwrap();
     let vars = vars();
     let r = render(&policy, &vars).unwrap();
     assert_eq!(r.inputs.len() + r.dropped.len(), INPUTS);
+
+    let mut g = c.benchmark_group("parse");
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("500_inputs", |b| {
+        b.iter(|| Policy::parse(black_box(&text), "bench.yaml").unwrap())
+    });
+    g.finish();
 
     let mut g = c.benchmark_group("render");
     g.throughput(Throughput::Elements(INPUTS as u64));
     g.bench_function("500_inputs", |b| {
         b.iter(|| render(black_box(&policy), black_box(&vars)).unwrap())
+    });
+    g.finish();
+
+    let wide = wide_policy_text(WIDE_KEYS);
+    let mut g = c.benchmark_group("wide_map");
+    g.throughput(Throughput::Elements(WIDE_KEYS as u64));
+    g.bench_function("parse_and_render_5000_keys", |b| {
+        b.iter(|| {
+            let p = Policy::parse(black_box(&wide), "wide.yaml").unwrap();
+            render(&p, &vars).unwrap()
+        })
     });
     g.finish();
 

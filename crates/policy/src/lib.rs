@@ -10,10 +10,12 @@ pub mod cond;
 pub mod error;
 pub mod lint;
 pub mod model;
+pub mod providers;
 pub mod render;
 pub mod subst;
 pub mod value;
 pub mod vars;
+pub mod yaml;
 
 pub use cond::{CondError, Condition, EvalOptions};
 pub use error::{PolicyError, Pos};

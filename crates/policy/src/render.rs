@@ -170,16 +170,16 @@ impl Ctx<'_> {
                         ))));
                     }
                 }
-                let mut m = Map::new();
+                let mut m = Vec::with_capacity(entries.len());
                 for (k, v) in entries {
                     if k.name == "condition" {
                         continue;
                     }
                     if let Out::Keep(v) = self.node(v)? {
-                        m.insert(k.name.clone(), v);
+                        m.push((k.name.clone(), v));
                     }
                 }
-                Value::Map(m)
+                Value::Map(Map::from_entries(m))
             }
         }))
     }
@@ -320,12 +320,12 @@ fn hash_into(v: &Value, h: &mut u64) {
         Value::Map(m) => {
             feed(h, b"m");
             feed(h, &(m.len() as u64).to_le_bytes());
-            for k in m.sorted_keys() {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, x) in entries {
                 feed(h, &(k.len() as u64).to_le_bytes());
                 feed(h, k.as_bytes());
-                if let Some(x) = m.get(k) {
-                    hash_into(x, h);
-                }
+                hash_into(x, h);
             }
         }
     }

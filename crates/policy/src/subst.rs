@@ -10,8 +10,9 @@
 //! - `$${x}` is the literal text `${x}`.
 //! - When the whole string is one variable, the value keeps its type (list,
 //!   map, bool, number); inside a longer string it becomes text.
-//! - A `${` without a matching `}` is an error; a variable that does not
-//!   resolve is not an error here: the caller drops the input.
+//! - A `${` without a matching `}` is an error, and so is `${}` (or `${ }`,
+//!   `${|}`: a reference naming nothing), as in Elastic Agent; a variable
+//!   that does not resolve is not an error here: the caller drops the input.
 
 use crate::value::Value;
 use crate::vars::Vars;
@@ -285,6 +286,12 @@ fn extract_vars(body: &str, default_provider: &str) -> Result<(Vec<Alt>, bool), 
         res.push(Alt::Const(cur));
     } else if !cur.is_empty() {
         push_var(&mut res, &cur)?;
+    }
+    if res.is_empty() && !optional {
+        return Err((
+            "empty variable reference: it names no variable and no constant".into(),
+            "name a variable, e.g. ${env.HOSTNAME}, or write $${} for the literal text".into(),
+        ));
     }
     Ok((res, optional))
 }

@@ -169,3 +169,29 @@ fn lease_timings_are_validated() {
     );
     assert!(d.iter().any(|x| x.3.contains("1.2")), "{d:?}");
 }
+
+#[test]
+fn lease_timings_follow_the_election_rule() {
+    let timings = |d: i64, r: i64, p: i64| {
+        diags(&format!(
+            "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: {d}\n    leader_renewdeadline: {r}\n    leader_retryperiod: {p}\n"
+        ))
+    };
+    assert!(timings(15, 10, 2).is_empty());
+    assert!(timings(60, 13, 10).is_empty());
+    // exactly 1.2 × retry period is not enough
+    let d = timings(60, 12, 10);
+    assert!(has(&d, Severity::Error, 5, "1.2"), "{d:?}");
+    // the election refuses timings over a day; so does check
+    let d = timings(100_000, 10, 2);
+    assert!(
+        has(&d, Severity::Error, 3, "at most 86400 seconds"),
+        "{d:?}"
+    );
+    let d = timings(15, 10, -2);
+    assert!(has(&d, Severity::Error, 5, "must be positive"), "{d:?}");
+    assert_eq!(
+        leasehold_policy::providers::check_lease_timings(86_400_000, 86_399_999, 1),
+        Ok(())
+    );
+}

@@ -188,6 +188,31 @@ fn render_errors_carry_positions() {
 }
 
 #[test]
+fn an_empty_variable_reference_is_an_error_not_a_drop() {
+    for (src, line, col) in [
+        ("inputs:\n  - type: t\n    x: 'a ${}'\n", 3, 11),
+        (
+            "inputs:\n  - type: t\n    streams:\n      - y: ${}\n",
+            4,
+            12,
+        ),
+        ("inputs:\n  - type: t\n    z: \"${ }\"\n", 3, 9),
+    ] {
+        let p = policy(src);
+        let e = render(&p, &vars(true)).unwrap_err();
+        assert_eq!((e.pos.line, e.pos.column), (line, col), "{src}: {e}");
+        assert!(e.message.contains("empty variable reference"), "{e}");
+        let d = check(&p, None);
+        assert!(
+            d.iter().any(|d| d.severity == Severity::Error
+                && (d.pos.line, d.pos.column) == (line, col)
+                && d.message.contains("empty variable reference")),
+            "{src}: {d:?}"
+        );
+    }
+}
+
+#[test]
 fn json_output_shape() {
     let p = policy("inputs:\n  - {id: a, type: t}\n  - {id: b, type: t, condition: 'false'}\n");
     let j = render(&p, &vars(true)).unwrap().to_json();

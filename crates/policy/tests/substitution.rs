@@ -102,7 +102,8 @@ fn substitution_table() {
         ),
         ("${a.b|c.d}", Resolved::NoMatch("${a.b|c.d}".into())),
         ("${MISSING}", Resolved::NoMatch("${env.MISSING}".into())),
-        ("${}", Resolved::NoMatch("${}".into())),
+        // `$${}` is the literal text, not an empty reference
+        ("a $${} b", s("a ${} b")),
         ("${host.ip.7}", Resolved::NoMatch("${host.ip.7}".into())),
         (
             "${env.MISSING|?}",
@@ -140,6 +141,11 @@ fn malformed_substitutions_are_errors_with_columns() {
         ("${a\\|b}", 1, "cannot be escaped"),
         ("${a\\:b}", 1, "cannot be escaped"),
         ("héllo ${x", 7, "missing its ending"),
+        // an empty reference is a syntax error, as in Elastic Agent
+        ("${}", 1, "empty variable reference"),
+        ("x-${ }", 3, "empty variable reference"),
+        ("${|}", 1, "empty variable reference"),
+        ("${env.A}${}", 9, "empty variable reference"),
     ];
     for (src, col, msg) in cases {
         let e = parse(src, "env").unwrap_err();

@@ -1,0 +1,275 @@
+//! The settings of provider `kubernetes_leaderelection`: Elastic's keys as
+//! they are (`leader_lease`, `leader_leaseduration`, `leader_renewdeadline`,
+//! `leader_retryperiod` in whole seconds, `kube_config`,
+//! `kube_client_options`) plus leasehold's `namespace`, `identity` and
+//! `release_on_shutdown`, and the lease timing rule.
+
+use std::fmt;
+
+use super::names::{is_dns_label, is_dns_subdomain};
+use crate::error::Pos;
+use crate::lint::{Report, Severity};
+use crate::yaml::{Node, NodeKind};
+
+/// The longest timing the election accepts: one day (the election crate's
+/// `MAX_TIMING`), in milliseconds.
+pub const MAX_LEASE_TIMING_MS: u64 = 24 * 3600 * 1000;
+
+/// Lease duration, renew deadline and retry period when the policy does not
+/// set them (client-go's and Elastic's defaults), in seconds.
+pub const DEFAULT_LEASE_TIMINGS_S: [i64; 3] = [15, 10, 2];
+
+/// Why a set of lease timings is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseTimingError {
+    /// A timing is zero (`name` says which).
+    NotPositive {
+        /// "lease duration", "renew deadline" or "retry period".
+        name: &'static str,
+    },
+    /// A timing is longer than [`MAX_LEASE_TIMING_MS`].
+    TooLong {
+        /// "lease duration", "renew deadline" or "retry period".
+        name: &'static str,
+    },
+    /// `lease duration > renew deadline` does not hold.
+    DurationNotAboveDeadline,
+    /// `renew deadline > 1.2 × retry period` does not hold.
+    DeadlineNotAboveRetry,
+}
+
+impl fmt::Display for LeaseTimingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseTimingError::NotPositive { name } => write!(f, "{name} must be positive"),
+            LeaseTimingError::TooLong { name } => write!(f, "{name} must be at most one day"),
+            LeaseTimingError::DurationNotAboveDeadline => {
+                write!(f, "lease duration must be greater than renew deadline")
+            }
+            LeaseTimingError::DeadlineNotAboveRetry => {
+                write!(f, "renew deadline must be greater than 1.2 × retry period")
+            }
+        }
+    }
+}
+
+/// The lease timing rule, in integer milliseconds: every timing positive and
+/// at most a day, and `lease duration > renew deadline > 1.2 × retry
+/// period`. A leader then always stops (at the renew deadline) before
+/// another candidate can see its lease as expired (at the lease duration),
+/// with time for more than one renew attempt in between.
+///
+/// This mirrors the election crate's rule (`Timings::new` in
+/// `leasehold-election`, which the agent applies at start-up) check for
+/// check and in the same order, so `leasehold check` refuses exactly what
+/// the agent would. The policy crate stays free of the election crate's
+/// Kubernetes and runtime dependencies, so the rule is written here once
+/// more; it uses the same exact integer form of the 1.2 factor
+/// (`6 × retry < 5 × deadline`), never floating point. Change both together.
+pub fn check_lease_timings(
+    lease_duration_ms: u64,
+    renew_deadline_ms: u64,
+    retry_period_ms: u64,
+) -> Result<(), LeaseTimingError> {
+    for (name, value) in [
+        ("lease duration", lease_duration_ms),
+        ("renew deadline", renew_deadline_ms),
+        ("retry period", retry_period_ms),
+    ] {
+        if value == 0 {
+            return Err(LeaseTimingError::NotPositive { name });
+        }
+        if value > MAX_LEASE_TIMING_MS {
+            return Err(LeaseTimingError::TooLong { name });
+        }
+    }
+    if lease_duration_ms <= renew_deadline_ms {
+        return Err(LeaseTimingError::DurationNotAboveDeadline);
+    }
+    // 1.2 × retry < deadline  <=>  6 × retry < 5 × deadline; both sides are
+    // at most 6 × one day in milliseconds, far from overflowing.
+    if retry_period_ms * 6 >= renew_deadline_ms * 5 {
+        return Err(LeaseTimingError::DeadlineNotAboveRetry);
+    }
+    Ok(())
+}
+
+const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown";
+
+const TIMING_KEYS: [&str; 3] = [
+    "leader_leaseduration",
+    "leader_renewdeadline",
+    "leader_retryperiod",
+];
+
+/// Checks the settings mapping of the provider.
+pub(crate) fn check(node: &Node, report: &mut Report) {
+    // (seconds, where written) for duration, deadline, retry period.
+    let mut timings = DEFAULT_LEASE_TIMINGS_S.map(|s| (s, None::<Pos>));
+    for (key, value) in node.entries() {
+        let want = match key.name.as_str() {
+            "enabled" | "release_on_shutdown" => "bool",
+            "leader_lease" | "kube_config" | "namespace" | "identity" => "string",
+            "leader_leaseduration" | "leader_renewdeadline" | "leader_retryperiod" => "int",
+            "kube_client_options" => "map",
+            _ => {
+                report.push(
+                    Severity::Warning,
+                    key.pos,
+                    format!(
+                        "unknown setting `{}` of provider kubernetes_leaderelection is ignored",
+                        key.name
+                    ),
+                    Some(format!("known settings: {KNOWN_SETTINGS}")),
+                );
+                continue;
+            }
+        };
+        if let NodeKind::Str { value: s, .. } = &value.kind
+            && s.contains('$')
+        {
+            continue;
+        }
+        if value.type_name() != want {
+            let hint =
+                (want == "int").then(|| format!("give whole seconds, e.g. `{}: 15`", key.name));
+            report.push(
+                Severity::Error,
+                value.pos,
+                format!(
+                    "`{}` must be a {want}, found {}",
+                    key.name,
+                    value.type_name()
+                ),
+                hint,
+            );
+            continue;
+        }
+        match (&key.name[..], &value.kind) {
+            ("leader_lease", NodeKind::Str { value: s, .. }) if !is_dns_subdomain(s) => report.push(
+                Severity::Error,
+                value.pos,
+                format!("lease name {s:?} is not a valid Kubernetes object name"),
+                Some("use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters".into()),
+            ),
+            ("namespace", NodeKind::Str { value: s, .. }) if !is_dns_label(s) => report.push(
+                Severity::Error,
+                value.pos,
+                format!("namespace {s:?} is not a valid namespace name"),
+                Some("use lower-case letters, digits and '-', at most 63 characters".into()),
+            ),
+            ("identity", NodeKind::Str { value: s, .. }) if s.is_empty() => report.push(
+                Severity::Error,
+                value.pos,
+                "identity must not be empty".into(),
+                Some("remove it to default to the pod name".into()),
+            ),
+            (name, NodeKind::Int(i)) => {
+                if let Some(t) = TIMING_KEYS.iter().position(|k| *k == name) {
+                    timings[t] = (*i, Some(value.pos));
+                }
+            }
+            _ => {}
+        }
+    }
+    check_timings(timings, node.pos, report);
+}
+
+/// Applies [`check_lease_timings`] to the values written (or defaulted),
+/// reporting at the value that breaks it.
+fn check_timings(timings: [(i64, Option<Pos>); 3], provider_pos: Pos, report: &mut Report) {
+    let [(d, _), (r, _), (p, _)] = timings;
+    let ms = |secs: i64| u64::try_from(secs).map_or(0, |s| s.saturating_mul(1000));
+    let Err(e) = check_lease_timings(ms(d), ms(r), ms(p)) else {
+        return;
+    };
+    let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
+    let last_written = timings
+        .iter()
+        .filter_map(|(_, pos)| *pos)
+        .max()
+        .unwrap_or(provider_pos);
+    let index = |name: &str| match name {
+        "lease duration" => 0,
+        "renew deadline" => 1,
+        _ => 2,
+    };
+    match e {
+        LeaseTimingError::NotPositive { name } => {
+            let i = index(name);
+            report.push(
+                Severity::Error,
+                at(i),
+                format!(
+                    "`{}` must be positive, found {}",
+                    TIMING_KEYS[i], timings[i].0
+                ),
+                None,
+            );
+        }
+        LeaseTimingError::TooLong { name } => {
+            let i = index(name);
+            report.push(
+                Severity::Error,
+                at(i),
+                format!(
+                    "`{}` must be at most {} seconds (one day), found {}",
+                    TIMING_KEYS[i],
+                    MAX_LEASE_TIMING_MS / 1000,
+                    timings[i].0
+                ),
+                None,
+            );
+        }
+        LeaseTimingError::DurationNotAboveDeadline | LeaseTimingError::DeadlineNotAboveRetry => {
+            report.push(
+                Severity::Error,
+                last_written,
+                format!("lease timings must satisfy duration > renew deadline > 1.2 × retry period ({e}); got {d}s / {r}s / {p}s"),
+                Some("the defaults are 15 / 10 / 2 seconds".into()),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_in_milliseconds() {
+        assert_eq!(check_lease_timings(15_000, 10_000, 2_000), Ok(()));
+        // The election crate's own boundary cases.
+        assert_eq!(
+            check_lease_timings(10_000, 10_000, 2_000),
+            Err(LeaseTimingError::DurationNotAboveDeadline)
+        );
+        assert_eq!(
+            check_lease_timings(15_000, 2_400, 2_000),
+            Err(LeaseTimingError::DeadlineNotAboveRetry)
+        );
+        assert_eq!(check_lease_timings(15_000, 2_410, 2_000), Ok(()));
+        assert_eq!(
+            check_lease_timings(0, 1_000, 500),
+            Err(LeaseTimingError::NotPositive {
+                name: "lease duration"
+            })
+        );
+        assert_eq!(
+            check_lease_timings(MAX_LEASE_TIMING_MS + 1, 1_000, 500),
+            Err(LeaseTimingError::TooLong {
+                name: "lease duration"
+            })
+        );
+        assert_eq!(
+            check_lease_timings(MAX_LEASE_TIMING_MS, MAX_LEASE_TIMING_MS - 1, 1_000),
+            Ok(())
+        );
+        // Exactly 1.2 × retry is refused, in whole seconds as in milliseconds.
+        assert_eq!(
+            check_lease_timings(60_000, 12_000, 10_000),
+            Err(LeaseTimingError::DeadlineNotAboveRetry)
+        );
+        assert_eq!(check_lease_timings(60_000, 12_001, 10_000), Ok(()));
+    }
+}

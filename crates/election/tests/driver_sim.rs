@@ -19,9 +19,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use futures_util::{FutureExt, StreamExt};
 use leasehold_election::core::{Failure, LeaseRecord, Observed, WallTime};
 use leasehold_election::{
     ElectionHandle, Elector, Leadership, LeaseLock, LockError, LockWatchEvent, Timings,
@@ -229,7 +229,7 @@ impl LeaseLock for SimLock {
 fn tokio_stream_from(
     mut rx: mpsc::UnboundedReceiver<LockWatchEvent>,
 ) -> BoxStream<'static, LockWatchEvent> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
 }
 
 /// Work intervals `(candidate, term, start, end)`; `end` is `None` while running.

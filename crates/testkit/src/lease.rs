@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use futures::StreamExt as _;
+use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DeleteParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::{Api, Client, Resource};

@@ -6,6 +6,8 @@ use std::fmt;
 use std::ops::Add;
 use std::time::Duration;
 
+use jiff::Timestamp;
+
 /// A point on the local monotonic clock, as a duration since an arbitrary
 /// origin chosen by the driver. The core never reads a clock itself, so a
 /// simulation can run it on virtual time.
@@ -53,9 +55,6 @@ pub struct WallTime {
     micros: i64,
 }
 
-const MICROS_PER_SEC: i64 = 1_000_000;
-const SECS_PER_DAY: i64 = 86_400;
-
 impl WallTime {
     /// The time `micros` microseconds after 1970-01-01T00:00:00Z.
     pub const fn from_unix_micros(micros: i64) -> Self {
@@ -69,83 +68,30 @@ impl WallTime {
 
     /// Formats as a Kubernetes `MicroTime` the way client-go writes it:
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, UTC, exactly six fractional digits.
+    ///
+    /// A time outside the years -9999..=9999 (only ever a corrupt value) is
+    /// clamped to the nearest end of that range rather than panicking.
     pub fn to_micro_time(self) -> String {
-        let secs = self.micros.div_euclid(MICROS_PER_SEC);
-        let frac = self.micros.rem_euclid(MICROS_PER_SEC);
-        let days = secs.div_euclid(SECS_PER_DAY);
-        let sod = secs.rem_euclid(SECS_PER_DAY);
-        let (y, m, d) = civil_from_days(days);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        )
+        let at = Timestamp::from_microsecond(self.micros).unwrap_or(if self.micros < 0 {
+            Timestamp::MIN
+        } else {
+            Timestamp::MAX
+        });
+        format!("{at:.6}")
     }
 
-    /// Parses an RFC 3339 timestamp (any number of fractional digits,
-    /// `Z` or a numeric offset). Returns `None` for anything else, so a
-    /// garbage time in a Lease is reported, not a panic.
+    /// Parses an RFC 3339 timestamp (up to nine fractional digits, `Z` or a
+    /// numeric offset, which is applied). Digits past the microsecond are
+    /// truncated. The grammar is jiff's, the same that reads the typed
+    /// `MicroTime` fields of k8s-openapi, so a few RFC 3339 relatives (an
+    /// RFC 9557 `[zone]` suffix, the basic ISO 8601 form) are accepted too,
+    /// and a leap second (`:60`) reads as `:59`.
+    /// Returns `None` for anything else, so a garbage time in a Lease is
+    /// reported, not a panic.
     pub fn parse_rfc3339(text: &str) -> Option<WallTime> {
-        let b = text.as_bytes();
-        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-            return None;
-        }
-        if b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let num = |r: std::ops::Range<usize>| -> Option<i64> {
-            let s = text.get(r)?;
-            if !s.bytes().all(|c| c.is_ascii_digit()) {
-                return None;
-            }
-            s.parse().ok()
-        };
-        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-            return None;
-        }
-        if hour > 23 || min > 59 || sec > 60 {
-            return None;
-        }
-        let mut i = 19;
-        let mut frac_micros = 0i64;
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            let start = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                if i - start < 6 {
-                    frac_micros = frac_micros * 10 + i64::from(b[i] - b'0');
-                }
-                i += 1;
-            }
-            let digits = i - start;
-            if digits == 0 {
-                return None;
-            }
-            for _ in digits..6 {
-                frac_micros *= 10;
-            }
-        }
-        let offset_secs = match b.get(i) {
-            Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-            Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
-                let oh = num(i + 1..i + 3)?;
-                let om = num(i + 4..i + 6)?;
-                if oh > 23 || om > 59 {
-                    return None;
-                }
-                let o = oh * 3600 + om * 60;
-                if *sign == b'+' { o } else { -o }
-            }
-            _ => return None,
-        };
-        let days = days_from_civil(year, month, day);
-        let secs = days * SECS_PER_DAY + hour * 3600 + min * 60 + sec - offset_secs;
-        Some(WallTime {
-            micros: secs * MICROS_PER_SEC + frac_micros,
-        })
+        let at: Timestamp = text.parse().ok()?;
+        let micros = at.as_nanosecond().div_euclid(1_000);
+        i64::try_from(micros).ok().map(WallTime::from_unix_micros)
     }
 }
 
@@ -153,45 +99,6 @@ impl fmt::Display for WallTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_micro_time())
     }
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (era arithmetic on
-/// 400-year cycles starting in March).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
@@ -227,6 +134,21 @@ mod tests {
                 .unix_micros(),
             1_700_000_000_000_000
         );
+    }
+
+    #[test]
+    fn pre_epoch_and_out_of_range_times_neither_drift_nor_panic() {
+        let t = WallTime::from_unix_micros(-1);
+        assert_eq!(t.to_micro_time(), "1969-12-31T23:59:59.999999Z");
+        assert_eq!(WallTime::parse_rfc3339(&t.to_micro_time()), Some(t));
+        assert_eq!(
+            WallTime::parse_rfc3339("1969-12-31T23:59:59.9999999Z"),
+            Some(t)
+        );
+        let late = WallTime::from_unix_micros(i64::MAX).to_micro_time();
+        assert!(late.starts_with("9999-12-"), "{late}");
+        let early = WallTime::from_unix_micros(i64::MIN).to_micro_time();
+        assert!(early.starts_with("-009999-"), "{early}");
     }
 
     #[test]

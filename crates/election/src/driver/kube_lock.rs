@@ -6,9 +6,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent as KubeEvent, WatchParams};
 
 use super::errors::{ApiOutcome, Endpoint, classify, code_label, explain, forbidden_message};
@@ -277,9 +277,9 @@ impl LeaseLock for KubeLock {
                         None
                     }
                 })
-                .take_while(|item| futures::future::ready(item.is_some()))
-                .filter_map(futures::future::ready)
-                .filter_map(futures::future::ready);
+                .take_while(|item| futures_util::future::ready(item.is_some()))
+                .filter_map(futures_util::future::ready)
+                .filter_map(futures_util::future::ready);
             Ok(events.boxed())
         })
     }

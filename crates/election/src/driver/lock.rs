@@ -3,8 +3,8 @@
 //! implementation (the API server through kube-rs, or a simulated server
 //! in tests).
 
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 
 use crate::core::{Failure, LeaseRecord, Observed};
 

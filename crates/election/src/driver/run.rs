@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
+use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant as TokioInstant;
@@ -398,7 +398,7 @@ impl Run {
         op: OpId,
         timeout: Duration,
         read: bool,
-        fut: futures::future::BoxFuture<'static, Result<crate::core::Observed, LockError>>,
+        fut: futures_util::future::BoxFuture<'static, Result<crate::core::Observed, LockError>>,
     ) {
         let tx = self.tx.clone();
         let metrics = self.d.settings.metrics.clone();

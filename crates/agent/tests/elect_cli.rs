@@ -793,13 +793,20 @@ async fn a_stalled_stderr_delays_no_step_down() -> Result<()> {
 
 /// Runs elect with `kubeconfig` until its stderr contains `needle`
 /// (bounded), then stops it; returns the stderr read so far.
-async fn stderr_until(kubeconfig: &Path, needle: &str, within: Duration) -> Result<String> {
+async fn stderr_until(
+    kubeconfig: &Path,
+    lease: &str,
+    needle: &str,
+    within: Duration,
+) -> Result<String> {
     use tokio::io::AsyncBufReadExt as _;
     let mut child = tokio::process::Command::new(leasehold())
         .args([
             "elect",
             "--lease",
-            "creds",
+            lease,
+            "--namespace",
+            "leasehold",
             "--identity",
             "a",
             "--kubeconfig",
@@ -869,12 +876,46 @@ async fn credential_and_connection_problems_are_explained() -> Result<()> {
     })?;
     // Bounded by a few retry periods (500 ms) and call timeouts (1 s).
     let within = Duration::from_secs(15);
-    let err = stderr_until(&bad_token, "rejected the credentials", within).await?;
+    let err = stderr_until(&bad_token, "creds", "rejected the credentials", within).await?;
     assert!(err.contains(&ControlPlane::agent_user(1)), "{err}");
     assert!(err.contains("401 Unauthorized"), "{err}");
-    let err = stderr_until(&dead, "connection refused", within).await?;
+    let err = stderr_until(&dead, "creds", "connection refused", within).await?;
     assert!(err.contains(&format!("127.0.0.1:{dead_port}")), "{err}");
-    stderr_until(&no_ca, "TLS verification", within).await?;
+    stderr_until(&no_ca, "creds", "TLS verification", within).await?;
+    Ok(())
+}
+
+/// A Lease whose duration is far above ours is honoured and reported as
+/// what the Lease records, without blaming its holder (an admin may have
+/// written it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_longer_recorded_duration_is_reported_as_the_lease_s() -> Result<()> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let resource =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"));
+    let leases: Api<DynamicObject> = Api::namespaced_with(admin, "leasehold", &resource);
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_micros() as i64;
+    let now = leasehold_election::core::WallTime::from_unix_micros(micros).to_micro_time();
+    let lease: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "recorded-long"},
+        "spec": {"holderIdentity": "written-by-admin", "leaseDurationSeconds": 3600,
+                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
+    }))?;
+    leases.create(&PostParams::default(), &lease).await?;
+    // Reported on the first read: a few call timeouts at most.
+    let err = stderr_until(
+        &plane.agent_kubeconfig(1),
+        "recorded-long",
+        "the Lease records a duration far above ours",
+        Duration::from_secs(15),
+    )
+    .await?;
+    assert!(!err.contains("written by the holder"), "{err}");
     Ok(())
 }
 

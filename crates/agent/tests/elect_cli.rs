@@ -795,6 +795,7 @@ async fn a_stalled_stderr_delays_no_step_down() -> Result<()> {
 /// (bounded), then stops it; returns the stderr read so far.
 async fn stderr_until(
     kubeconfig: &Path,
+    namespace: &str,
     lease: &str,
     needle: &str,
     within: Duration,
@@ -806,7 +807,7 @@ async fn stderr_until(
             "--lease",
             lease,
             "--namespace",
-            "leasehold",
+            namespace,
             "--identity",
             "a",
             "--kubeconfig",
@@ -876,12 +877,37 @@ async fn credential_and_connection_problems_are_explained() -> Result<()> {
     })?;
     // Bounded by a few retry periods (500 ms) and call timeouts (1 s).
     let within = Duration::from_secs(15);
-    let err = stderr_until(&bad_token, "creds", "rejected the credentials", within).await?;
+    let err = stderr_until(
+        &bad_token,
+        "leasehold",
+        "creds",
+        "rejected the credentials",
+        within,
+    )
+    .await?;
     assert!(err.contains(&ControlPlane::agent_user(1)), "{err}");
     assert!(err.contains("401 Unauthorized"), "{err}");
-    let err = stderr_until(&dead, "creds", "connection refused", within).await?;
+    let err = stderr_until(&dead, "leasehold", "creds", "connection refused", within).await?;
     assert!(err.contains(&format!("127.0.0.1:{dead_port}")), "{err}");
-    stderr_until(&no_ca, "creds", "TLS verification", within).await?;
+    stderr_until(&no_ca, "leasehold", "creds", "TLS verification", within).await?;
+    Ok(())
+}
+
+/// A namespace that does not exist is named in an error, not retried in a
+/// silent hot loop (the backoff itself is pinned by the core's unit test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_namespace_is_named() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let err = stderr_until(
+        &plane.admin_kubeconfig(),
+        "no-such-namespace",
+        "lease",
+        "namespace \"no-such-namespace\" does not exist",
+        // One read and one create, each bounded by the call timeout.
+        Duration::from_secs(15),
+    )
+    .await?;
+    assert!(err.contains("create it"), "{err}");
     Ok(())
 }
 
@@ -910,6 +936,7 @@ async fn a_far_longer_recorded_duration_is_reported_as_the_lease_s() -> Result<(
     // Reported on the first read: a few call timeouts at most.
     let err = stderr_until(
         &plane.agent_kubeconfig(1),
+        "leasehold",
         "recorded-long",
         "the Lease records a duration far above ours",
         Duration::from_secs(15),

@@ -127,6 +127,12 @@ pub enum Input {
         /// How long to leave the lease to others.
         hold_back: std::time::Duration,
     },
+    /// From now on, wait this long past the moment a lease becomes free
+    /// (released, expired or missing) before taking it; a leftover term of
+    /// our own is still taken at once. A program that runs several
+    /// elections uses it to leave free leases to less busy candidates.
+    /// Never delays a step-down.
+    DeferAcquisition(std::time::Duration),
 }
 
 /// Why a leader stopped leading.

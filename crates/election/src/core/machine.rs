@@ -134,6 +134,8 @@ pub struct Core {
     /// acquire before this instant.
     pub(super) release_due: bool,
     pub(super) hold_back_until: Option<Instant>,
+    /// Extra wait before taking a free lease (see [`Input::DeferAcquisition`]).
+    pub(super) acquire_delay: Duration,
 
     pub(super) events: VecDeque<Event>,
     pub(super) requests: VecDeque<Request>,
@@ -172,6 +174,7 @@ impl Core {
             create_not_found: 0,
             release_due: false,
             hold_back_until: None,
+            acquire_delay: Duration::ZERO,
             events: VecDeque::new(),
             requests: VecDeque::new(),
         };
@@ -249,6 +252,16 @@ impl Core {
         }
     }
 
+    /// Changes the wait before taking a free lease (see
+    /// [`Input::DeferAcquisition`]).
+    pub fn handle_defer_acquisition(&mut self, now: Instant, wall: WallTime, delay: Duration) {
+        if self.begin(now) {
+            self.acquire_delay = delay;
+            self.timers.clear(TimerKind::Expiry);
+            self.step(now, wall);
+        }
+    }
+
     /// The leader-only work of the last term has ended.
     pub fn handle_work_ended(&mut self, now: Instant, wall: WallTime, end: WorkEnd) {
         if self.begin(now) {
@@ -268,6 +281,7 @@ impl Core {
             Input::Shutdown => self.handle_shutdown(now, wall),
             Input::WorkEnded(end) => self.handle_work_ended(now, wall, end),
             Input::Resign { hold_back } => self.handle_resign(now, wall, hold_back),
+            Input::DeferAcquisition(delay) => self.handle_defer_acquisition(now, wall, delay),
         }
     }
 

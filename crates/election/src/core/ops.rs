@@ -40,11 +40,13 @@ impl Core {
 
     /// Rule: take the lease once it may be taken — at once for a graceful
     /// release or a leftover term of our own, otherwise once `observed_at`
-    /// plus the wait has passed on the local clock.
+    /// plus the wait has passed on the local clock; any deferral asked for
+    /// is added (except for our own leftover term).
     fn try_acquire(&mut self, now: Instant, wall: WallTime) {
         let Some(free_at) = self.view.free_at() else {
             return;
         };
+        let free_at = free_at + self.acquire_delay;
         match self.view.known.clone() {
             Known::Unknown => {}
             Known::Absent if now >= free_at => self.send_create(now, wall),

@@ -1195,3 +1195,33 @@ fn resigning_releases_and_holds_back_but_stays_a_candidate() {
     let (again, _) = h.update().expect("stands again after the hold-back");
     assert_eq!(again.holder, ME);
 }
+
+/// A deferral (several elections in one program) delays taking a free
+/// lease by that long, can be changed while waiting, and never delays a
+/// step-down or retaking a leftover term of our own.
+#[test]
+fn deferred_acquisition_waits_past_a_free_lease_and_never_delays_step_down() {
+    let mut h = H::new(true);
+    h.feed(Input::DeferAcquisition(secs(3.0)));
+    h.read(ReadResult::Found(obs("3", held_by("", 1, 2))));
+    assert!(h.update().is_none(), "took a free lease without deferring");
+    h.advance(secs(2.9));
+    assert!(h.update().is_none(), "took it before the deferral ended");
+    h.advance(secs(0.2));
+    assert_eq!(h.update().expect("takes it after").0.holder, ME);
+
+    // Shortening the deferral while waiting takes effect at once.
+    let mut h = H::new(true);
+    h.feed(Input::DeferAcquisition(secs(10.0)));
+    h.read(ReadResult::Found(obs("3", held_by("", 1, 2))));
+    h.advance(secs(1.0));
+    assert!(h.update().is_none());
+    h.feed(Input::DeferAcquisition(secs(0.5)));
+    assert!(h.update().is_some(), "a shorter deferral was not applied");
+
+    // A leader with a deferral still steps down at once on another holder.
+    let (mut h, w) = H::leading();
+    h.feed(Input::DeferAcquisition(secs(30.0)));
+    h.watch(w, WatchEvent::Upsert(obs("2", held_by("pod-b", 15, 1))));
+    assert!(h.has(|a| matches!(a, Action::StepDown { .. })));
+}

@@ -441,6 +441,17 @@ impl ElectionHandle {
         self.resigner.clone()
     }
 
+    /// From now on, wait `delay` past the moment a lease becomes free
+    /// before taking it (see [`crate::core::Input::DeferAcquisition`]): a
+    /// program leading several elections uses it to leave free leases to
+    /// less busy candidates. Never delays a step-down.
+    pub fn defer_acquisition(&self, delay: Duration) {
+        let _ = self
+            .resigner
+            .0
+            .send(crate::core::Input::DeferAcquisition(delay));
+    }
+
     /// A health check to expose on a liveness endpoint.
     pub fn health(&self) -> HealthCheck {
         self.health.clone()

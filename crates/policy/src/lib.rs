@@ -7,6 +7,7 @@
 //! file, line and column.
 
 pub mod cond;
+pub mod elections;
 pub mod error;
 pub mod lint;
 pub mod model;

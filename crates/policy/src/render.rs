@@ -30,6 +30,15 @@ pub struct RenderedInput {
     pub id: String,
     /// The rendered settings, with `id` as the first key.
     pub config: Value,
+    /// Its position in the policy's `inputs` list.
+    #[serde(skip)]
+    pub index: usize,
+    /// The variables read by the conditions that kept this input and its
+    /// parts (streams, processors) in the rendering, without repeats. An
+    /// input whose kept parts depend on `kubernetes_leaderelection` is
+    /// leader-gated: the runtime ties it to that election's term.
+    #[serde(skip)]
+    pub condition_vars: Vec<String>,
 }
 
 /// An input that was not rendered, and why.
@@ -76,6 +85,8 @@ struct Ctx<'a> {
     vars: &'a Vars,
     default_provider: String,
     conditions: HashMap<String, Result<Condition, CondError>>,
+    /// Variables of the true conditions met in the current input.
+    condition_vars: Vec<String>,
 }
 
 /// Where a column inside a one-line scalar lands in the file.
@@ -106,7 +117,17 @@ impl Ctx<'_> {
             .entry(src.clone())
             .or_insert_with(|| Condition::parse(src));
         let result = match parsed {
-            Ok(c) => c.eval(self.vars, EvalOptions::default()),
+            Ok(c) => {
+                let r = c.eval(self.vars, EvalOptions::default());
+                if let Ok(true) = r {
+                    for v in c.variables() {
+                        if !self.condition_vars.iter().any(|x| x == v) {
+                            self.condition_vars.push(v.to_string());
+                        }
+                    }
+                }
+                r
+            }
             Err(e) => Err(e.clone()),
         };
         result.map_err(|e| {
@@ -196,6 +217,7 @@ pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
         vars,
         default_provider: policy.default_provider(),
         conditions: HashMap::new(),
+        condition_vars: Vec::new(),
     };
     let mut out = Rendered::default();
     let mut seen: HashMap<String, usize> = HashMap::new();
@@ -205,6 +227,7 @@ pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
             Some(NodeKind::Int(i)) => i.to_string(),
             _ => format!("inputs.{index}"),
         };
+        ctx.condition_vars.clear();
         let had_streams = matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
         let rendered = match ctx.node(input) {
             Ok(Out::Keep(v)) => v,
@@ -273,6 +296,8 @@ pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
         out.inputs.push(RenderedInput {
             id,
             config: Value::Map(config),
+            index,
+            condition_vars: std::mem::take(&mut ctx.condition_vars),
         });
     }
     Ok(out)

@@ -195,3 +195,49 @@ fn lease_timings_follow_the_election_rule() {
         Ok(())
     );
 }
+
+#[test]
+fn named_elections_are_checked() {
+    use Severity::*;
+    let src = "providers:
+  kubernetes_leaderelection:
+    leader_lease: lh
+    leader_leaseduration: 20
+    elections:
+      state_metrics:
+        leader_lease: same
+      events:
+        leader_lease: same
+        leader_renewdeadline: 25
+      leader: {}
+      Bad-Name: {}
+      ok: 3
+      fine:
+        handover_after_failures: 0
+inputs:
+  - type: t
+    condition: ${kubernetes_leaderelection.events.leader} == 'true'
+";
+    let d = diags(src);
+    assert!(
+        has(&d, Error, 9, "already used by the election at line 6"),
+        "{d:?}"
+    );
+    assert!(has(&d, Error, 10, "duration > renew deadline"), "{d:?}");
+    assert!(
+        has(&d, Error, 11, "`leader` cannot name an election"),
+        "{d:?}"
+    );
+    assert!(
+        has(&d, Error, 12, "`Bad-Name` cannot name an election"),
+        "{d:?}"
+    );
+    assert!(has(&d, Error, 13, "must be a mapping"), "{d:?}");
+    assert!(has(&d, Error, 15, "between 1 and 1000"), "{d:?}");
+    // The named election's `leader` is a boolean, as in the single form.
+    assert!(has(&d, Warning, 18, "always false"), "{d:?}");
+    let ok = diags(
+        "providers:\n  kubernetes_leaderelection:\n    elections:\n      a: {}\n      b: {leader_lease: x}\ninputs:\n  - type: t\n    condition: ${kubernetes_leaderelection.a.leader} == true\n",
+    );
+    assert!(ok.is_empty(), "{ok:?}");
+}

@@ -81,6 +81,35 @@ impl Condition {
         &self.expr
     }
 
+    /// Every variable name the condition can look up, in order of
+    /// appearance, without repeats: which providers (and which election) a
+    /// condition depends on.
+    pub fn variables(&self) -> Vec<&str> {
+        fn walk<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
+            match &e.kind {
+                ExprKind::Lit(_) => {}
+                ExprKind::Var(alts) => {
+                    for a in alts {
+                        if let VarAlt::Name(n) = a
+                            && !out.contains(&n.as_str())
+                        {
+                            out.push(n);
+                        }
+                    }
+                }
+                ExprKind::Not(x) => walk(x, out),
+                ExprKind::Binary(_, l, r) => {
+                    walk(l, out);
+                    walk(r, out);
+                }
+                ExprKind::Call(_, args) => args.iter().for_each(|a| walk(a, out)),
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.expr, &mut out);
+        out
+    }
+
     /// Evaluates to a boolean.
     pub fn eval(&self, vars: &Vars, opts: EvalOptions) -> Result<bool, CondError> {
         eval::eval_bool(&self.expr, vars, opts)

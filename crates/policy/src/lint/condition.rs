@@ -62,7 +62,17 @@ pub(super) fn known_var_type(name: &str) -> Option<Ty> {
             Ty::Str
         }
         "host.ip" | "host.mac" => Ty::List,
-        "agent.id" | "agent.version" => Ty::Str,
+        "agent.id" | "agent.version" | "agent.name" => Ty::Str,
+        "host.arch" => Ty::Str,
+        n if n.starts_with("kubernetes_leaderelection.") => {
+            // A named election: kubernetes_leaderelection.NAME.{leader,term,holder}.
+            match n.rsplit_once('.').map(|(_, last)| last) {
+                Some("leader") => Ty::Bool,
+                Some("term") => Ty::Int,
+                Some("holder") => Ty::Str,
+                _ => return None,
+            }
+        }
         n if n.starts_with("env.") && n.len() > 4 && !n[4..].contains('.') => Ty::Str,
         _ => return None,
     })

@@ -94,7 +94,7 @@ pub fn check_lease_timings(
     Ok(())
 }
 
-const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown";
+const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown, handover_after_failures, elections";
 
 const TIMING_KEYS: [&str; 3] = [
     "leader_leaseduration",
@@ -102,16 +102,133 @@ const TIMING_KEYS: [&str; 3] = [
     "leader_retryperiod",
 ];
 
-/// Checks the settings mapping of the provider.
+/// Names an election may not take: they are the variables of the single
+/// form (`kubernetes_leaderelection.leader`), or settings.
+pub const RESERVED_ELECTION_NAMES: [&str; 3] = ["leader", "term", "holder"];
+
+/// Whether `name` may name an election: it becomes a variable path segment
+/// (`${kubernetes_leaderelection.NAME.leader}`) and part of a default Lease
+/// name, so lower-case letters, digits and `_`, starting with a letter, at
+/// most 40 bytes.
+pub fn is_election_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 40
+        && name.as_bytes()[0].is_ascii_lowercase()
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+}
+
+/// Timing values as written: (seconds, where), `None` where not written.
+type Written = [Option<(i64, Pos)>; 3];
+
+/// Checks the settings mapping of the provider: the shared settings, and
+/// each named election under `elections` with the shared ones as defaults.
 pub(crate) fn check(node: &Node, report: &mut Report) {
-    // (seconds, where written) for duration, deadline, retry period.
-    let mut timings = DEFAULT_LEASE_TIMINGS_S.map(|s| (s, None::<Pos>));
+    let shared = check_settings(node, report, true);
+    let Some(elections) = node.get("elections") else {
+        check_timings(merge(&[shared]), node.pos, report);
+        return;
+    };
+    let NodeKind::Map(entries) = &elections.kind else {
+        report.push(
+            Severity::Error,
+            elections.pos,
+            format!(
+                "`elections` must be a mapping of election name to settings, found {}",
+                elections.type_name()
+            ),
+            Some("e.g. `elections: {state_metrics: {leader_lease: ksm-leader}}`".into()),
+        );
+        return;
+    };
+    if entries.is_empty() {
+        report.push(
+            Severity::Error,
+            elections.pos,
+            "`elections` is empty".into(),
+            Some("name at least one election, or remove `elections` for the single form".into()),
+        );
+    }
+    let mut leases: Vec<(String, Pos)> = Vec::new();
+    for (name, settings) in entries {
+        if RESERVED_ELECTION_NAMES.contains(&name.name.as_str()) || !is_election_name(&name.name) {
+            report.push(
+                Severity::Error,
+                name.pos,
+                format!("`{}` cannot name an election", name.name),
+                Some(format!(
+                    "use lower-case letters, digits and '_', starting with a letter, at most 40 characters, and none of: {}",
+                    RESERVED_ELECTION_NAMES.join(", ")
+                )),
+            );
+        }
+        let own = match &settings.kind {
+            NodeKind::Map(_) => check_settings(settings, report, false),
+            NodeKind::Null => [None; 3],
+            _ => {
+                report.push(
+                    Severity::Error,
+                    settings.pos,
+                    format!(
+                        "the settings of election `{}` must be a mapping, found {}",
+                        name.name,
+                        settings.type_name()
+                    ),
+                    None,
+                );
+                continue;
+            }
+        };
+        check_timings(merge(&[shared, own]), settings.pos, report);
+        if let Some(lease) = settings.get("leader_lease").and_then(Node::as_str)
+            && !lease.contains('$')
+        {
+            if let Some((_, first)) = leases.iter().find(|(l, _)| l == lease) {
+                report.push(
+                    Severity::Error,
+                    settings.get("leader_lease").map_or(settings.pos, |n| n.pos),
+                    format!(
+                        "lease {lease:?} is already used by the election at line {}",
+                        first.line
+                    ),
+                    Some("every election needs a Lease of its own".into()),
+                );
+            } else {
+                leases.push((lease.to_string(), name.pos));
+            }
+        }
+    }
+}
+
+/// The timings in effect: the last layer that writes a value wins, the
+/// defaults fill the rest.
+fn merge(layers: &[Written]) -> [(i64, Option<Pos>); 3] {
+    let mut out = DEFAULT_LEASE_TIMINGS_S.map(|s| (s, None::<Pos>));
+    for layer in layers {
+        for (slot, written) in out.iter_mut().zip(layer) {
+            if let Some((v, pos)) = written {
+                *slot = (*v, Some(*pos));
+            }
+        }
+    }
+    out
+}
+
+/// Checks the keys of one settings mapping (the provider's own, or one
+/// election's) and returns the timings it writes.
+fn check_settings(node: &Node, report: &mut Report, shared: bool) -> Written {
+    let mut timings: Written = [None; 3];
     for (key, value) in node.entries() {
         let want = match key.name.as_str() {
             "enabled" | "release_on_shutdown" => "bool",
             "leader_lease" | "kube_config" | "namespace" | "identity" => "string",
-            "leader_leaseduration" | "leader_renewdeadline" | "leader_retryperiod" => "int",
+            "leader_leaseduration"
+            | "leader_renewdeadline"
+            | "leader_retryperiod"
+            | "handover_after_failures" => "int",
             "kube_client_options" => "map",
+            "elections" if shared => continue,
             _ => {
                 report.push(
                     Severity::Warning,
@@ -131,8 +248,8 @@ pub(crate) fn check(node: &Node, report: &mut Report) {
             continue;
         }
         if value.type_name() != want {
-            let hint =
-                (want == "int").then(|| format!("give whole seconds, e.g. `{}: 15`", key.name));
+            let hint = (want == "int" && key.name != "handover_after_failures")
+                .then(|| format!("give whole seconds, e.g. `{}: 15`", key.name));
             report.push(
                 Severity::Error,
                 value.pos,
@@ -164,15 +281,21 @@ pub(crate) fn check(node: &Node, report: &mut Report) {
                 "identity must not be empty".into(),
                 Some("remove it to default to the pod name".into()),
             ),
+            ("handover_after_failures", NodeKind::Int(i)) if !(1..=1000).contains(i) => report.push(
+                Severity::Error,
+                value.pos,
+                format!("`handover_after_failures` must be between 1 and 1000, found {i}"),
+                Some("the default is 3 failures in a row".into()),
+            ),
             (name, NodeKind::Int(i)) => {
                 if let Some(t) = TIMING_KEYS.iter().position(|k| *k == name) {
-                    timings[t] = (*i, Some(value.pos));
+                    timings[t] = Some((*i, value.pos));
                 }
             }
             _ => {}
         }
     }
-    check_timings(timings, node.pos, report);
+    timings
 }
 
 /// Applies [`check_lease_timings`] to the values written (or defaulted),

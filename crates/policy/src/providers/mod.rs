@@ -8,7 +8,8 @@ mod leader_election;
 mod names;
 
 pub use leader_election::{
-    DEFAULT_LEASE_TIMINGS_S, LeaseTimingError, MAX_LEASE_TIMING_MS, check_lease_timings,
+    DEFAULT_LEASE_TIMINGS_S, LeaseTimingError, MAX_LEASE_TIMING_MS, RESERVED_ELECTION_NAMES,
+    check_lease_timings, is_election_name,
 };
 pub use names::{is_dns_label, is_dns_subdomain};
 

@@ -1,0 +1,318 @@
+//! The elections a policy asks for, read from provider
+//! `kubernetes_leaderelection`.
+//!
+//! Two forms:
+//! - the single form, as in Elastic Agent: settings directly under the
+//!   provider; variables `kubernetes_leaderelection.{leader,term,holder}`;
+//! - named elections: shared settings under the provider, and one entry per
+//!   election under `elections`, each with its own Lease; variables
+//!   `kubernetes_leaderelection.NAME.{leader,term,holder}`.
+//!
+//! An election runs only when some input refers to its variables.
+
+use crate::cond::Condition;
+use crate::error::PolicyError;
+use crate::model::{Node, NodeKind, Policy};
+use crate::providers::DEFAULT_LEASE_TIMINGS_S;
+use crate::subst::{self, Resolved};
+use crate::value::Value;
+use crate::vars::Vars;
+
+/// The provider's name and the first segment of its variables.
+pub const PROVIDER: &str = "kubernetes_leaderelection";
+
+/// The Lease of the single form when `leader_lease` is not set.
+pub const DEFAULT_LEASE: &str = "leasehold-cluster-leader";
+
+/// Failures in a row of a gated input on the leader before it hands the
+/// lease over, when `handover_after_failures` is not set.
+pub const DEFAULT_HANDOVER_AFTER_FAILURES: u32 = 3;
+
+/// One election as the agent runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionSpec {
+    /// `None` for the single form.
+    pub name: Option<String>,
+    /// The Lease name.
+    pub lease: String,
+    /// The Lease's namespace; `None` means the pod's own.
+    pub namespace: Option<String>,
+    /// Holder identity; `None` means the pod name.
+    pub identity: Option<String>,
+    /// Kubeconfig path; `None` means in-cluster or the agent's default.
+    pub kube_config: Option<String>,
+    /// Lease duration, renew deadline, retry period, in seconds.
+    pub timings_s: [u64; 3],
+    /// Release the Lease at shutdown so a successor need not wait.
+    pub release_on_shutdown: bool,
+    /// Failures in a row of a gated input on the leader before handing over.
+    pub handover_after_failures: u32,
+}
+
+impl ElectionSpec {
+    /// Where its variables live: `kubernetes_leaderelection` or
+    /// `kubernetes_leaderelection.NAME`.
+    pub fn var_prefix(&self) -> String {
+        match &self.name {
+            None => PROVIDER.to_string(),
+            Some(n) => format!("{PROVIDER}.{n}"),
+        }
+    }
+
+    /// The name shown in status and logs: the election's name, or
+    /// `default` for the single form.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or("default")
+    }
+
+    /// Whether variable `var` (provider included) belongs to it.
+    pub fn owns_var(&self, var: &str) -> bool {
+        let prefix = self.var_prefix();
+        var.strip_prefix(prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|leaf| matches!(leaf, "leader" | "term" | "holder"))
+    }
+}
+
+/// The elections of `policy` that some input refers to, in the order
+/// written. String settings may use static variables (`${env.POD_NAME}`),
+/// substituted from `vars`. Expects a policy that passed `check`; what it
+/// still cannot use is an error naming the setting.
+pub fn elections(policy: &Policy, vars: &Vars) -> Result<Vec<ElectionSpec>, PolicyError> {
+    let empty = Node {
+        kind: NodeKind::Map(Vec::new()),
+        pos: crate::error::Pos::new(1, 1),
+    };
+    let node = match policy.providers().iter().find(|(k, _)| k.name == PROVIDER) {
+        Some((_, n))
+            if matches!(
+                n.get("enabled").map(|e| &e.kind),
+                Some(NodeKind::Bool(false))
+            ) =>
+        {
+            return Ok(Vec::new());
+        }
+        Some((_, n)) if matches!(n.kind, NodeKind::Map(_)) => n,
+        _ => &empty,
+    };
+    let shared = node;
+    let used = referenced_variables(policy);
+    let mut out = Vec::new();
+    match node.get("elections") {
+        None => {
+            let spec = read_spec(policy, vars, None, &[shared])?;
+            if used.iter().any(|v| spec.owns_var(v)) {
+                out.push(spec);
+            }
+        }
+        Some(list) => {
+            for (name, own) in list.entries() {
+                let spec = read_spec(policy, vars, Some(&name.name), &[shared, own])?;
+                if used.iter().any(|v| spec.owns_var(v)) {
+                    out.push(spec);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads one election; later layers override earlier ones.
+fn read_spec(
+    policy: &Policy,
+    vars: &Vars,
+    name: Option<&str>,
+    layers: &[&Node],
+) -> Result<ElectionSpec, PolicyError> {
+    let find = |key: &str| layers.iter().rev().find_map(|l| l.get(key));
+    let text = |key: &str| -> Result<Option<String>, PolicyError> {
+        let Some(n) = find(key) else { return Ok(None) };
+        let Some(s) = n.as_str() else {
+            return Err(PolicyError::new(
+                &policy.file,
+                n.pos,
+                format!("`{key}` must be a string"),
+            ));
+        };
+        let resolved = subst::substitute(s, vars, &policy.default_provider()).map_err(|e| {
+            PolicyError::new(&policy.file, n.pos, format!("`{key}`: {}", e.message))
+        })?;
+        match resolved {
+            Resolved::Value(Value::Str(s)) if !s.is_empty() => Ok(Some(s)),
+            Resolved::Value(Value::Str(_)) => Ok(None),
+            Resolved::Value(v) => Ok(Some(v.to_subst_text())),
+            Resolved::NoMatch(r) | Resolved::Optional(r) => Err(PolicyError::new(
+                &policy.file,
+                n.pos,
+                format!("`{key}`: variable {r} could not be resolved"),
+            )
+            .with_hint(
+                "set the environment variable, or give the setting a default: ${env.X:'value'}",
+            )),
+        }
+    };
+    let int = |key: &str, default: i64| -> i64 {
+        match find(key).map(|n| &n.kind) {
+            Some(NodeKind::Int(i)) => *i,
+            _ => default,
+        }
+    };
+    // Only the shared layer's lease applies to the single form; a named
+    // election without its own gets `<shared or leasehold>-<name>`.
+    let lease = match name {
+        None => text("leader_lease")?.unwrap_or_else(|| DEFAULT_LEASE.to_string()),
+        Some(n) => {
+            let own = layers.last().and_then(|l| l.get("leader_lease")).is_some();
+            match (own, text("leader_lease")?) {
+                (true, Some(l)) => l,
+                (false, Some(base)) => format!("{base}-{}", n.replace('_', "-")),
+                (_, None) => format!("leasehold-{}", n.replace('_', "-")),
+            }
+        }
+    };
+    let [d, r, p] = DEFAULT_LEASE_TIMINGS_S;
+    let secs = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(ElectionSpec {
+        name: name.map(str::to_string),
+        lease,
+        namespace: text("namespace")?,
+        identity: text("identity")?,
+        kube_config: text("kube_config")?,
+        timings_s: [
+            secs(int("leader_leaseduration", d)),
+            secs(int("leader_renewdeadline", r)),
+            secs(int("leader_retryperiod", p)),
+        ],
+        release_on_shutdown: !matches!(
+            find("release_on_shutdown").map(|n| &n.kind),
+            Some(NodeKind::Bool(false))
+        ),
+        handover_after_failures: u32::try_from(int(
+            "handover_after_failures",
+            i64::from(DEFAULT_HANDOVER_AFTER_FAILURES),
+        ))
+        .unwrap_or(DEFAULT_HANDOVER_AFTER_FAILURES),
+    })
+}
+
+/// Every variable the inputs of `policy` refer to, in conditions and in
+/// substitutions (provider included, default provider applied).
+pub fn referenced_variables(policy: &Policy) -> Vec<String> {
+    fn walk(node: &Node, default_provider: &str, out: &mut Vec<String>) {
+        match &node.kind {
+            NodeKind::Str { value, .. } if subst::may_contain_vars(value) => {
+                if let Ok(t) = subst::parse(value, default_provider) {
+                    for r in t.refs() {
+                        for a in &r.alts {
+                            if let subst::Alt::Var(v) = a
+                                && !out.contains(v)
+                            {
+                                out.push(v.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            NodeKind::List(items) => items.iter().for_each(|n| walk(n, default_provider, out)),
+            NodeKind::Map(entries) => {
+                for (k, v) in entries {
+                    if k.name == "condition" {
+                        if let Some(Ok(c)) = v.as_str().map(Condition::parse) {
+                            for name in c.variables() {
+                                if !out.iter().any(|x| x == name) {
+                                    out.push(name.to_string());
+                                }
+                            }
+                        }
+                    } else {
+                        walk(v, default_provider, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let default_provider = policy.default_provider();
+    for input in policy.inputs() {
+        walk(input, &default_provider, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(text: &str) -> Policy {
+        Policy::parse(text, "p.yml").unwrap()
+    }
+
+    #[test]
+    fn the_single_form_runs_only_when_referenced() {
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    leader_lease: ksm\ninputs:\n  - type: exec\n",
+        );
+        assert!(elections(&p, &Vars::new()).unwrap().is_empty());
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    leader_lease: ksm\n    leader_leaseduration: 20\ninputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.leader} == true\n",
+        );
+        let e = elections(&p, &Vars::new()).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].name, None);
+        assert_eq!(e[0].lease, "ksm");
+        assert_eq!(e[0].timings_s, [20, 10, 2]);
+        assert!(e[0].release_on_shutdown);
+        assert_eq!(e[0].var_prefix(), "kubernetes_leaderelection");
+    }
+
+    #[test]
+    fn an_unconfigured_provider_still_elects_with_defaults_when_referenced() {
+        let p =
+            policy("inputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.leader}\n");
+        let e = elections(&p, &Vars::new()).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].lease, DEFAULT_LEASE);
+        assert_eq!(e[0].timings_s, [15, 10, 2]);
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    enabled: false\ninputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.leader}\n",
+        );
+        assert!(elections(&p, &Vars::new()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn named_elections_inherit_shared_settings_and_get_their_own_lease() {
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    leader_lease: lh\n    leader_leaseduration: 30\n    leader_renewdeadline: 20\n    identity: ${env.POD}\n    elections:\n      state_metrics: {}\n      events:\n        leader_lease: ev-lease\n        leader_retryperiod: 4\n      unused: {}\ninputs:\n  - type: a\n    condition: ${kubernetes_leaderelection.state_metrics.leader} == true\n  - type: b\n    streams:\n      - condition: ${kubernetes_leaderelection.events.leader} == true\n",
+        );
+        let mut vars = Vars::new();
+        vars.set_provider(
+            "env",
+            Value::Map(
+                [("POD".to_string(), Value::Str("pod-1".into()))]
+                    .into_iter()
+                    .collect(),
+            ),
+        );
+        let e = elections(&p, &vars).unwrap();
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[0].lease, "lh-state-metrics");
+        assert_eq!(e[0].timings_s, [30, 20, 2]);
+        assert_eq!(e[0].identity.as_deref(), Some("pod-1"));
+        assert_eq!(e[1].lease, "ev-lease");
+        assert_eq!(e[1].timings_s, [30, 20, 4]);
+        assert!(e[1].owns_var("kubernetes_leaderelection.events.leader"));
+        assert!(!e[1].owns_var("kubernetes_leaderelection.leader"));
+        assert!(!e[0].owns_var("kubernetes_leaderelection.events.leader"));
+    }
+
+    #[test]
+    fn an_unresolvable_setting_is_named() {
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    identity: ${env.NOPE}\ninputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.leader}\n",
+        );
+        let e = elections(&p, &Vars::new()).unwrap_err();
+        assert!(e.to_string().contains("`identity`"), "{e}");
+        assert_eq!(e.pos.line, 3);
+    }
+}

@@ -1,3 +1,9 @@
 //! The leasehold agent: providers, the input runtime, inputs, outputs and CLI.
 
 pub mod cli;
+pub mod event;
+pub mod inputs;
+pub mod kubeconn;
+pub mod monitor;
+pub mod outputs;
+pub mod runtime;

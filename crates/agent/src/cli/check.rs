@@ -5,7 +5,100 @@
 
 use std::path::PathBuf;
 
-use leasehold_policy::Severity;
+use leasehold_policy::{Diagnostic, Node, Policy, Severity, Vars};
+
+/// Output types of Elastic Agent that this version does not have: a
+/// warning in `check`; `run` refuses them.
+const OUTPUTS_NOT_YET: [&str; 4] = ["elasticsearch", "otlp", "logstash", "kafka"];
+
+/// Everything `check` finds: the policy's own rules, the input types and
+/// their settings, the outputs and which inputs use them. `run` refuses a
+/// policy with any error here.
+pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
+    let mut out = leasehold_policy::check(policy, sample);
+    out.extend(crate::inputs::check_policy(policy));
+    let at = |node: &Node, dotted: &str| {
+        let path: Vec<String> = dotted.split('.').skip(1).map(str::to_string).collect();
+        crate::inputs::position(node, &path)
+    };
+    let mut defined: Vec<String> = Vec::new();
+    if let Some(section) = policy.section("outputs") {
+        defined = section
+            .entries()
+            .iter()
+            .map(|(k, _)| k.name.clone())
+            .collect();
+        if let Err(errors) = crate::outputs::parse_outputs(&section.to_value()) {
+            for e in errors {
+                let pos = at(section, &e.path);
+                let value = section.to_value();
+                let raw = value.lookup_path(e.path.trim_start_matches("outputs."));
+                if raw.is_some_and(crate::inputs::settings::unresolved) {
+                    continue;
+                }
+                let kind = e
+                    .path
+                    .strip_suffix(".type")
+                    .and_then(|p| {
+                        value.lookup_path(&format!("{}.type", p.trim_start_matches("outputs.")))
+                    })
+                    .and_then(|v| match v {
+                        leasehold_policy::Value::Str(s) => Some(s.clone()),
+                        _ => None,
+                    });
+                let (severity, message) = match kind {
+                    Some(k) if OUTPUTS_NOT_YET.contains(&k.as_str()) => (
+                        Severity::Warning,
+                        format!(
+                            "output type `{k}` is not available in this version of leasehold; `run` refuses this policy"
+                        ),
+                    ),
+                    _ => (Severity::Error, format!("`{}`: {}", e.path, e.message)),
+                };
+                out.push(Diagnostic {
+                    severity,
+                    file: policy.file.clone(),
+                    pos,
+                    message,
+                    hint: Some(format!(
+                        "available output types: {}",
+                        crate::outputs::OUTPUT_TYPES.join(", ")
+                    )),
+                });
+            }
+        }
+    }
+    for input in policy.inputs() {
+        let (name, pos) = match input.get("use_output") {
+            Some(n) => match n.as_str() {
+                Some(s) if !s.contains("${") => (s.to_string(), n.pos),
+                _ => continue,
+            },
+            None => ("default".to_string(), input.pos),
+        };
+        if !defined.contains(&name) {
+            out.push(Diagnostic {
+                severity: Severity::Error,
+                file: policy.file.clone(),
+                pos,
+                message: format!(
+                    "the input's events go to output `{name}`, which `outputs:` does not define"
+                ),
+                hint: Some(if defined.is_empty() {
+                    "add an `outputs:` section, e.g. `outputs: {default: {type: console}}`"
+                        .to_string()
+                } else {
+                    format!(
+                        "defined outputs: {}; or set `use_output`",
+                        defined.join(", ")
+                    )
+                }),
+            });
+        }
+    }
+    out.sort_by_key(|d| d.pos);
+    out
+}
 
 /// Arguments of `leasehold check`.
 #[derive(Debug, clap::Args)]
@@ -38,7 +131,7 @@ pub fn run(args: &CheckArgs) -> i32 {
         },
         None => None,
     };
-    let diags = leasehold_policy::check(&policy, sample.as_ref());
+    let diags = diagnostics(&policy, sample.as_ref());
     for d in &diags {
         eprintln!("{d}");
     }

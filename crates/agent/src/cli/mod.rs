@@ -7,6 +7,7 @@ pub mod check;
 pub mod elect;
 pub mod eval;
 pub mod inspect;
+pub mod run;
 
 /// Top-level command line.
 #[derive(Debug, Parser)]
@@ -31,6 +32,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Validate a policy: exit 0, or 2 listing every problem with its location.
     Check(check::CheckArgs),
+    /// Run the agent: the policy's inputs, leader-gated ones only while leading.
+    Run(run::RunArgs),
     /// Join a Lease election; print a JSON line per change; run CMD only while leading.
     Elect(elect::ElectArgs),
     /// Holds one term's command tree for `elect` (internal, not for users).
@@ -48,6 +51,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Eval(args) => eval::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Elect(args) => elect::run(&args),
         Command::Keep(args) => elect::keep(&args),
     }

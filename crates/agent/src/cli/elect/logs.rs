@@ -40,14 +40,31 @@ impl<'a> MakeWriter<'a> for Queue {
 /// Starts the stderr pump and installs the tracing subscriber writing to
 /// it; returns the pump, to flush at exit.
 pub fn init() -> std::io::Result<Arc<Pump>> {
-    let pump = Arc::new(Pump::lossy(libc::STDERR_FILENO, "elect-stderr", CAPACITY)?);
-    let _ = tracing_subscriber::fmt()
+    init_with(false, None)
+}
+
+/// As [`init`], with JSON lines instead of text when `json`, and `level`
+/// (a `tracing` filter such as `info` or `leasehold=debug`) instead of
+/// `RUST_LOG`.
+pub fn init_with(json: bool, level: Option<&str>) -> std::io::Result<Arc<Pump>> {
+    let pump = Arc::new(Pump::lossy(
+        libc::STDERR_FILENO,
+        "leasehold-stderr",
+        CAPACITY,
+    )?);
+    let filter = match level {
+        Some(l) => tracing_subscriber::EnvFilter::new(l),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt()
         .with_writer(Queue(pump.clone()))
         .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+        .with_env_filter(filter);
+    let _ = if json {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.try_init()
+    };
     Ok(pump)
 }

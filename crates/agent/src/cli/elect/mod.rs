@@ -7,10 +7,10 @@
 //! and the command's stop runs on a thread of its own.
 
 mod keeper;
-mod logs;
+pub(crate) mod logs;
 mod output;
 mod procs;
-mod pump;
+pub(crate) mod pump;
 mod supervise;
 mod wait;
 
@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use leasehold_election::{Elector, StateChange, Timings, names};
+
+use crate::kubeconn::{connect, default_identity, default_namespace};
 
 pub use keeper::{KeepArgs, run as keep};
 
@@ -100,31 +102,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
-fn default_identity() -> Option<String> {
-    let env = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty());
-    env.or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    })
-    .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-}
-
-fn default_namespace() -> String {
-    const SA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-    std::fs::read_to_string(SA)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            std::env::var("POD_NAMESPACE")
-                .ok()
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or_else(|| "default".into())
-}
-
 /// How long exit waits for the writer threads: a stalled stdout or stderr
 /// must not hang exit forever.
 const EXIT_FLUSH: Duration = Duration::from_secs(1);
@@ -199,66 +176,6 @@ pub fn run(args: &ElectArgs) -> i32 {
     code
 }
 
-/// The API client and, for error messages, the server URL and who we are.
-struct Connection {
-    client: kube::Client,
-    server: String,
-    user: String,
-}
-
-/// Builds the client. Every problem here is a usage error (exit 2) with a
-/// hint, since nothing can work until the configuration is fixed.
-async fn connect(kubeconfig: Option<&PathBuf>) -> Result<Connection, String> {
-    let (config, user) = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                format!(
-                    "cannot read kubeconfig {}: {e}; pass --kubeconfig with a readable kubeconfig file",
-                    path.display()
-                )
-            })?;
-            let context = kc.current_context.clone().unwrap_or_default();
-            let user = kc
-                .contexts
-                .iter()
-                .find(|c| c.name == context)
-                .and_then(|c| c.context.as_ref())
-                .and_then(|c| c.user.clone())
-                .unwrap_or_default();
-            let config = kube::Config::from_custom_kubeconfig(
-                kc,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await
-            .map_err(|e| {
-                format!(
-                    "kubeconfig {}: {e}; check that current-context names a context with a cluster and a user",
-                    path.display()
-                )
-            })?;
-            (
-                config,
-                format!("user {user:?} of kubeconfig {}", path.display()),
-            )
-        }
-        None => {
-            let config = kube::Config::infer().await.map_err(|e| {
-                format!(
-                    "no Kubernetes configuration found: {e}; pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
-                )
-            })?;
-            (config, "the inferred credentials (KUBECONFIG, in-cluster service account or ~/.kube/config)".into())
-        }
-    };
-    let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|e| format!("building the client: {e}"))?;
-    Ok(Connection {
-        client,
-        server,
-        user,
-    })
-}
-
 /// Writes an error for the user through the stderr pump (never blocking).
 fn complain(logs: &pump::Pump, text: &str) {
     logs.send(format!("leasehold elect: {text}\n").into_bytes());
@@ -272,7 +189,7 @@ async fn elect(
     lines: &Arc<pump::Pump>,
     logs: &pump::Pump,
 ) -> i32 {
-    let conn = match connect(args.kubeconfig.as_ref()).await {
+    let conn = match connect(args.kubeconfig.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             complain(logs, &e);

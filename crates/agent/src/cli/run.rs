@@ -1,0 +1,150 @@
+//! `leasehold run -c POLICY`: the agent. Runs the policy's inputs, the
+//! leader-gated ones only while this agent leads their election, writes
+//! their events to the outputs, serves monitoring, reloads on SIGHUP or
+//! when the policy file changes, and stops cleanly on SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::kubeconn::default_identity;
+use crate::runtime::{self, Agent, RunOptions, Statics, providers};
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `leasehold run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The policy file (YAML or JSON).
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "POLICY",
+        default_value = "leasehold.yml"
+    )]
+    pub config: PathBuf,
+    /// Serve /livez, /readyz, /metrics and /status on HOST:PORT (overrides
+    /// `agent.monitoring.http`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub http: Option<String>,
+    /// Kubeconfig file [default: the provider's `kube_config`, KUBECONFIG,
+    /// in-cluster, ~/.kube/config].
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log level or `tracing` filter [default: RUST_LOG, else info].
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// Runs the agent; returns the exit code (0 after a clean stop, 2 for a
+/// policy or usage error at start, 1 when it cannot run at all).
+pub fn run(args: &RunArgs) -> i32 {
+    let http = match args.http.as_deref().map(parse_http) {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(e)) => {
+            eprintln!("leasehold run: --http: {e}");
+            return 2;
+        }
+    };
+    if let Some(level) = &args.log_level
+        && tracing_subscriber::EnvFilter::try_new(level).is_err()
+    {
+        eprintln!(
+            "leasehold run: --log-level {level:?} is not a level (trace, debug, info, warn, error) or a tracing filter"
+        );
+        return 2;
+    }
+    let logs = match super::elect::logs::init_with(
+        args.log_format == LogFormat::Json,
+        args.log_level.as_deref(),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("leasehold run: cannot start logging: {e}");
+            return 1;
+        }
+    };
+    let identity = default_identity().unwrap_or_else(|| "leasehold".into());
+    let id = providers::random_id();
+    let statics = Statics {
+        env: providers::env(),
+        host: providers::host(),
+        agent: providers::agent(&id, &identity),
+        fields: runtime::sink::AgentFields {
+            id,
+            name: identity,
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+    };
+    let loaded = match runtime::load(&args.config, &statics) {
+        Ok(l) => l,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("{e}");
+            }
+            eprintln!(
+                "leasehold run: {}: {} error(s); not started",
+                args.config.display(),
+                errors.len()
+            );
+            return 2;
+        }
+    };
+    // The identity of the first election names the agent (`agent.name`).
+    let mut statics = statics;
+    if let Some(identity) = loaded.elections.iter().find_map(|e| e.identity.clone()) {
+        statics.agent = providers::agent(&statics.fields.id, &identity);
+        statics.fields.name = identity;
+    }
+    let opts = RunOptions {
+        policy_path: args.config.clone(),
+        http,
+        kubeconfig: args.kubeconfig.clone(),
+    };
+    let code = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            let code = rt.block_on(async move {
+                match Agent::start(opts, statics, loaded).await {
+                    Ok(agent) => agent.run().await,
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        1
+                    }
+                }
+            });
+            rt.shutdown_timeout(Duration::from_millis(200));
+            code
+        }
+        Err(e) => {
+            eprintln!("leasehold run: cannot start the runtime: {e}");
+            1
+        }
+    };
+    logs.flush(Instant::now() + Duration::from_secs(1));
+    code
+}
+
+fn parse_http(s: &str) -> Result<std::net::SocketAddr, String> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?} is not HOST:PORT"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{port:?} is not a port number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    runtime::config::listen_addr(if host.is_empty() { "0.0.0.0" } else { host }, port)
+}

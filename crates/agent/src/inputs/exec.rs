@@ -1,0 +1,436 @@
+//! `exec`: runs a command and turns each line of its stdout into an event.
+//!
+//! The child gets its own process group, so a stop reaches everything it
+//! started: SIGTERM to the group, SIGKILL after the grace period. The
+//! kernel kills it when the agent dies (parent-death signal). Lines it
+//! wrote before a graceful stop are still read and shipped; a line longer
+//! than [`MAX_LINE`] is cut there and marked with `error.message`.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use leasehold_policy::{Map, Value};
+use serde_json::Value as Json;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::settings::{self, Problem, unknown_keys, unresolved};
+use super::{Input, InputContext};
+use crate::runtime::sink::{EventSink, Refused};
+
+/// Longest stdout line turned into one event, in bytes.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// How each stdout line becomes an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsMode {
+    /// `message` holds the line.
+    Lines,
+    /// The line is a JSON object merged into the event.
+    Json,
+    /// Output is discarded.
+    None,
+}
+
+/// The settings of an `exec` input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exec {
+    /// The argv.
+    pub command: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+    /// Where it runs.
+    pub working_directory: Option<String>,
+    /// How lines become events.
+    pub events: EventsMode,
+}
+
+const KEYS: [&str; 4] = ["command", "env", "working_directory", "events"];
+
+impl Exec {
+    /// Reads the settings; `None` when they are bad (problems pushed) or
+    /// not known before rendering.
+    pub fn from_settings(map: &Map, out: &mut Vec<Problem>) -> Option<Exec> {
+        let before = out.len();
+        unknown_keys(map, &KEYS, "exec", out);
+        let command = settings::string_list(map, "command", out);
+        let mut env = Vec::new();
+        match map.get("env") {
+            None | Some(Value::Null) => {}
+            Some(Value::Map(m)) => {
+                for (k, v) in m.iter() {
+                    match v {
+                        Value::Str(_) | Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
+                            env.push((k.clone(), v.to_subst_text()));
+                        }
+                        other => out.push(Problem::new(
+                            &format!("env.{k}"),
+                            format!("must be a string, found {}", other.type_name()),
+                        )),
+                    }
+                }
+            }
+            Some(v) if unresolved(v) => {}
+            Some(other) => out.push(
+                Problem::new(
+                    "env",
+                    format!(
+                        "must be a mapping of name to value, found {}",
+                        other.type_name()
+                    ),
+                )
+                .hint("e.g. `env: {LANG: C}`"),
+            ),
+        }
+        let working_directory = settings::opt_string(map, "working_directory", out);
+        let events = match map.get("events") {
+            None | Some(Value::Null) => EventsMode::Lines,
+            Some(Value::Str(s)) => match s.as_str() {
+                "lines" => EventsMode::Lines,
+                "json" => EventsMode::Json,
+                "none" => EventsMode::None,
+                _ if unresolved(&Value::Str(s.clone())) => EventsMode::Lines,
+                other => {
+                    out.push(
+                        Problem::new("events", format!("unknown mode {other:?}"))
+                            .hint("use lines, json or none"),
+                    );
+                    EventsMode::Lines
+                }
+            },
+            Some(other) => {
+                out.push(
+                    Problem::new(
+                        "events",
+                        format!("must be a string, found {}", other.type_name()),
+                    )
+                    .hint("use lines, json or none"),
+                );
+                EventsMode::Lines
+            }
+        };
+        if out.len() > before {
+            return None;
+        }
+        Some(Exec {
+            command: command?,
+            env,
+            working_directory,
+            events,
+        })
+    }
+
+    fn spawn(&self) -> Result<Child, String> {
+        let mut cmd = Command::new(&self.command[0]);
+        cmd.args(&self.command[1..])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(if self.events == EventsMode::None {
+                Stdio::null()
+            } else {
+                Stdio::piped()
+            })
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &self.working_directory {
+            cmd.current_dir(dir);
+        }
+        // SAFETY: prctl is async-signal-safe; nothing else runs between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn().map_err(|e| {
+            let dir = self
+                .working_directory
+                .as_deref()
+                .map(|d| format!(" in {d}"))
+                .unwrap_or_default();
+            format!("cannot start {:?}{dir}: {e}", self.command[0])
+        })
+    }
+
+    async fn run_child(self: Arc<Self>, ctx: InputContext) -> Result<(), String> {
+        let mut child = self.spawn()?;
+        let pgid = child.id().map(|p| p as i32);
+        if let Some(stderr) = child.stderr.take() {
+            let id = ctx.sink.input_id().to_string();
+            tokio::spawn(log_stderr(id, stderr));
+        }
+        let stdout = child.stdout.take();
+        let mut lines = stdout.map(BufReader::new);
+        let mut buf = Vec::with_capacity(256);
+        let mut stopping = false;
+        let mut kill_at = None;
+        loop {
+            let reading = lines.is_some();
+            let step = {
+                let read = async {
+                    match lines.as_mut() {
+                        Some(r) => read_line_capped(r, &mut buf, MAX_LINE).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = ctx.cancel.cancelled(), if !stopping => Step::Stop,
+                    () = sleep_until(kill_at) => Step::Kill,
+                    r = read => Step::Line(r),
+                    s = child.wait(), if !reading => Step::Exited(s),
+                }
+            };
+            match step {
+                Step::Stop => {
+                    stopping = true;
+                    signal_group(pgid, libc::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + ctx.stop_grace);
+                }
+                Step::Kill => {
+                    signal_group(pgid, libc::SIGKILL);
+                    // What is still buffered in the pipe is dropped; the
+                    // group is gone.
+                    let _ = child.wait().await;
+                    return Ok(());
+                }
+                Step::Line(Ok(None)) => break,
+                Step::Line(Ok(Some(truncated))) => {
+                    if let Err(refused) = self.emit(&ctx.sink, &buf, truncated).await {
+                        if refused == Refused::TermEnded && !stopping {
+                            // Stepped down: stop at once, no more reading.
+                            stopping = true;
+                            signal_group(pgid, libc::SIGTERM);
+                            kill_at = Some(tokio::time::Instant::now() + ctx.stop_grace);
+                        }
+                        lines = None;
+                    }
+                }
+                Step::Line(Err(e)) => return Err(format!("reading stdout: {e}")),
+                Step::Exited(status) => return finish(status, stopping, pgid),
+            }
+        }
+        // Stdout closed: the command ended (or closed it). Wait for it,
+        // bounded by the grace when stopping.
+        let status = if stopping {
+            tokio::select! {
+                s = child.wait() => s,
+                () = sleep_until(kill_at) => {
+                    signal_group(pgid, libc::SIGKILL);
+                    child.wait().await
+                }
+            }
+        } else {
+            child.wait().await
+        };
+        finish(status, stopping, pgid)
+    }
+
+    async fn emit(&self, sink: &EventSink, line: &[u8], truncated: bool) -> Result<(), Refused> {
+        let text = String::from_utf8_lossy(trim_newline(line));
+        let mut doc = serde_json::Map::new();
+        match self.events {
+            EventsMode::None => return Ok(()),
+            EventsMode::Lines => {
+                doc.insert("message".into(), Json::String(text.into_owned()));
+            }
+            EventsMode::Json => match serde_json::from_str::<Json>(&text) {
+                Ok(Json::Object(m)) if !truncated => doc = m,
+                Ok(_) => {
+                    doc.insert("message".into(), Json::String(text.into_owned()));
+                    doc.insert(
+                        "error".into(),
+                        serde_json::json!({"message": "line is JSON but not an object"}),
+                    );
+                }
+                Err(e) => {
+                    doc.insert("message".into(), Json::String(text.into_owned()));
+                    doc.insert(
+                        "error".into(),
+                        serde_json::json!({"message": format!("line is not valid JSON: {e}")}),
+                    );
+                }
+            },
+        }
+        if truncated {
+            doc.insert("error".into(), serde_json::json!({"message": format!("line longer than {MAX_LINE} bytes was cut")}));
+        }
+        sink.emit(doc).await
+    }
+}
+
+impl Input for Exec {
+    fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(self.run_child(ctx))
+    }
+}
+
+/// What woke the exec loop.
+enum Step {
+    Stop,
+    Kill,
+    Line(std::io::Result<Option<bool>>),
+    Exited(std::io::Result<std::process::ExitStatus>),
+}
+
+/// The command's end: `Ok` when it was asked to stop, else why it ended.
+fn finish(
+    status: std::io::Result<std::process::ExitStatus>,
+    stopping: bool,
+    pgid: Option<i32>,
+) -> Result<(), String> {
+    // Whatever the command left behind in its group goes with it.
+    signal_group(pgid, libc::SIGKILL);
+    if stopping {
+        return Ok(());
+    }
+    match status {
+        Ok(s) => Err(format!("command exited ({s})")),
+        Err(e) => Err(format!("waiting for the command: {e}")),
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn signal_group(pgid: Option<i32>, sig: libc::c_int) {
+    if let Some(pgid) = pgid.filter(|p| *p > 1) {
+        // SAFETY: kill(2) with a negative pid signals the group we created.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Reads one line into `buf` (cleared first), keeping at most `max` bytes
+/// and skipping the rest of a longer line. `Ok(None)` at end of input,
+/// `Ok(Some(truncated))` otherwise. Cancel-safe only between lines.
+async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut truncated = false;
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(any.then_some(truncated));
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        if take > room {
+            truncated = true;
+        }
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        if done {
+            return Ok(Some(truncated));
+        }
+    }
+}
+
+async fn log_stderr(input: String, stderr: tokio::process::ChildStderr) {
+    let mut r = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    while let Ok(Some(_)) = read_line_capped(&mut r, &mut buf, 16 * 1024).await {
+        tracing::warn!(input = %input, "stderr: {}", String::from_utf8_lossy(trim_newline(&buf)));
+    }
+}
+
+/// Kept for the runtime: how long the child may take to stop when no
+/// election bounds it.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(yaml: &str) -> (Option<Exec>, Vec<Problem>) {
+        let p =
+            leasehold_policy::Policy::parse(&format!("inputs:\n  - {yaml}\n"), "t.yml").unwrap();
+        let Value::Map(m) = p.inputs()[0].to_value() else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        (Exec::from_settings(&m, &mut out), out)
+    }
+
+    #[test]
+    fn settings_are_read_and_checked() {
+        let (e, p) =
+            settings("{type: exec, command: [sh, -c, 'echo 1'], env: {A: 1}, events: json}");
+        assert!(p.is_empty(), "{p:?}");
+        let e = e.unwrap();
+        assert_eq!(e.command, ["sh", "-c", "echo 1"]);
+        assert_eq!(e.env, [("A".to_string(), "1".to_string())]);
+        assert_eq!(e.events, EventsMode::Json);
+
+        let (_, p) = settings("{type: exec, command: 'echo 1'}");
+        assert!(
+            p[0].to_string()
+                .contains("`command`: must be a list of strings"),
+            "{p:?}"
+        );
+        let (_, p) = settings("{type: exec}");
+        assert_eq!(p[0].to_string(), "`command`: is required");
+        let (_, p) = settings("{type: exec, command: [x], events: yaml, colour: red}");
+        let text: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("`colour`: unknown setting of input type `exec`")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.contains("`events`: unknown mode \"yaml\"")),
+            "{text:?}"
+        );
+        // Not known before rendering: no complaint.
+        let (_, p) = settings("{type: exec, command: '${env.CMD}'}");
+        assert!(p.is_empty(), "{p:?}");
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut_and_the_rest_skipped() {
+        let data = b"abcdef\nxy\nlast-without-newline".to_vec();
+        let mut r = BufReader::with_capacity(2, &data[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 4).await.unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, b"abcd");
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 4).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(buf, b"xy\n");
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 100).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(buf, b"last-without-newline");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 100).await.unwrap(), None);
+    }
+}

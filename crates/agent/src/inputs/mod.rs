@@ -1,0 +1,180 @@
+//! Input types: the registry that validates an input's settings (for `run`
+//! and `check`) and builds the runnable input.
+//!
+//! An input is a long-running task that produces events into its sink until
+//! its cancellation token fires. Returning `Err` (or `Ok` before being
+//! cancelled) counts as a failure; the runtime restarts it with backoff.
+
+pub mod exec;
+pub mod settings;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use leasehold_policy::{Diagnostic, Node, Policy, Pos, Severity, Value};
+use tokio_util::sync::CancellationToken;
+
+pub use settings::{DataStream, Problem};
+
+use crate::runtime::sink::EventSink;
+
+/// Input types this agent runs.
+pub const TYPES: [&str; 1] = ["exec"];
+
+/// Elastic Agent input types leasehold knows but does not run yet: `check`
+/// warns, `run` lists such inputs as dropped.
+pub const NOT_YET: [&str; 7] = [
+    "kubernetes/metrics",
+    "prometheus/metrics",
+    "http/metrics",
+    "filestream",
+    "system/metrics",
+    "logfile",
+    "kubernetes/events",
+];
+
+/// What a running input gets.
+pub struct InputContext {
+    /// Where its events go.
+    pub sink: EventSink,
+    /// Fires when the input must stop (removed, reloaded, step-down,
+    /// shutdown).
+    pub cancel: CancellationToken,
+    /// How long a child process gets between SIGTERM and SIGKILL.
+    pub stop_grace: Duration,
+}
+
+/// A runnable input.
+pub trait Input: Send + Sync + 'static {
+    /// Runs until `ctx.cancel` fires (then `Ok`), or fails.
+    fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>>;
+}
+
+/// An input ready to run, with the settings the runtime handles itself.
+#[derive(Clone)]
+pub struct InputSpec {
+    /// `type`.
+    pub type_name: String,
+    /// `use_output`, `default` when not given.
+    pub use_output: String,
+    /// Where its events go.
+    pub data_stream: DataStream,
+    /// The input itself.
+    pub input: Arc<dyn Input>,
+}
+
+/// Builds an input from its rendered settings, or lists every problem.
+pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let Value::Map(map) = config else {
+        return Err(vec![Problem::new("inputs", "an input must be a mapping")]);
+    };
+    let type_name = match map.get("type") {
+        Some(Value::Str(t)) => t.clone(),
+        _ => return Err(vec![Problem::new("type", "is required")]),
+    };
+    let use_output = match map.get("use_output") {
+        None | Some(Value::Null) => "default".to_string(),
+        Some(Value::Str(s)) if !s.is_empty() => s.clone(),
+        Some(other) => {
+            problems.push(Problem::new(
+                "use_output",
+                format!("must be the name of an output, found {}", other.type_name()),
+            ));
+            "default".into()
+        }
+    };
+    let data_stream = DataStream::read(
+        map.get("data_stream"),
+        &DataStream::default(),
+        &mut problems,
+    );
+    let input: Option<Arc<dyn Input>> = match type_name.as_str() {
+        "exec" => {
+            exec::Exec::from_settings(map, &mut problems).map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
+        t if NOT_YET.contains(&t) => {
+            problems.push(
+                Problem::new(
+                    "type",
+                    format!("input type `{t}` is not available in this version of leasehold"),
+                )
+                .hint(format!("available input types: {}", TYPES.join(", "))),
+            );
+            None
+        }
+        t => {
+            problems.push(
+                Problem::new("type", format!("unknown input type `{t}`"))
+                    .hint(format!("available input types: {}", TYPES.join(", "))),
+            );
+            None
+        }
+    };
+    match input {
+        Some(input) if problems.is_empty() => Ok(InputSpec {
+            type_name,
+            use_output,
+            data_stream,
+            input,
+        }),
+        _ => Err(problems),
+    }
+}
+
+/// The `check` diagnostics for the inputs of `policy` as written: unknown
+/// types and bad settings, at the line of the offending key. Settings that
+/// still hold `${…}` are checked after rendering only.
+pub fn check_policy(policy: &Policy) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for input in policy.inputs() {
+        let Some(t) = input.get("type").and_then(Node::as_str) else {
+            continue; // reported by the policy check
+        };
+        if t.contains("${") {
+            continue;
+        }
+        let value = input.to_value();
+        let problems = match build(&value) {
+            Ok(_) => continue,
+            Err(p) => p,
+        };
+        for p in problems {
+            let severity = if p.path == ["type"] && NOT_YET.contains(&t) {
+                Severity::Warning
+            } else {
+                Severity::Error
+            };
+            out.push(Diagnostic {
+                severity,
+                file: policy.file.clone(),
+                pos: position(input, &p.path),
+                message: format!("input `{}`: {}", p.path.join("."), p.message),
+                hint: p.hint,
+            });
+        }
+    }
+    out
+}
+
+/// Where the deepest existing node along `path` starts.
+pub fn position(node: &Node, path: &[String]) -> Pos {
+    let mut at = node;
+    for seg in path {
+        let next = match &at.kind {
+            leasehold_policy::NodeKind::Map(entries) => {
+                entries.iter().find(|(k, _)| &k.name == seg).map(|(_, v)| v)
+            }
+            leasehold_policy::NodeKind::List(items) => {
+                seg.parse::<usize>().ok().and_then(|i| items.get(i))
+            }
+            _ => None,
+        };
+        match next {
+            Some(n) => at = n,
+            None => break,
+        }
+    }
+    at.pos
+}

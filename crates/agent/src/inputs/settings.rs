@@ -1,0 +1,210 @@
+//! Reading and validating input settings, shared by every input type.
+//!
+//! Validation works on the plain settings value so the same rules serve the
+//! agent (rendered settings) and `check` (the policy as written, where a
+//! string may still hold `${…}` and is then not type-checked). Problems
+//! carry the key path so `check` can point at the line.
+
+use leasehold_policy::{Map, Value};
+
+/// One problem with an input's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Key path inside the input, e.g. `["command", "0"]`.
+    pub path: Vec<String>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    /// A problem at `path` (dotted, e.g. `data_stream.type`).
+    pub fn new(path: &str, message: impl Into<String>) -> Self {
+        Problem {
+            path: path.split('.').map(str::to_string).collect(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`: {}", self.path.join("."), self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+/// True for a string that still holds a substitution (as written in the
+/// policy): its type is only known after rendering.
+pub fn unresolved(v: &Value) -> bool {
+    matches!(v, Value::Str(s) if s.contains("${"))
+}
+
+/// Reports every key of `map` not in `known` (plus the keys every input
+/// may have).
+pub fn unknown_keys(map: &Map, known: &[&str], type_name: &str, out: &mut Vec<Problem>) {
+    for (k, _) in map.iter() {
+        if !COMMON_KEYS.contains(&k.as_str()) && !known.contains(&k.as_str()) {
+            let mut all: Vec<&str> = COMMON_KEYS.to_vec();
+            all.extend_from_slice(known);
+            out.push(
+                Problem::new(k, format!("unknown setting of input type `{type_name}`"))
+                    .hint(format!("known settings: {}", all.join(", "))),
+            );
+        }
+    }
+}
+
+/// Keys every input may have.
+pub const COMMON_KEYS: [&str; 6] = [
+    "id",
+    "type",
+    "use_output",
+    "data_stream",
+    "condition",
+    "enabled",
+];
+
+/// `data_stream.{type,dataset,namespace}`: where the input's events go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataStream {
+    /// `logs` by default.
+    pub kind: String,
+    /// `generic` by default.
+    pub dataset: String,
+    /// `default` by default.
+    pub namespace: String,
+}
+
+impl Default for DataStream {
+    fn default() -> Self {
+        DataStream {
+            kind: "logs".into(),
+            dataset: "generic".into(),
+            namespace: "default".into(),
+        }
+    }
+}
+
+impl DataStream {
+    /// Reads `data_stream` over `base`; reports bad values.
+    pub fn read(v: Option<&Value>, base: &DataStream, out: &mut Vec<Problem>) -> DataStream {
+        let mut ds = base.clone();
+        let Some(v) = v else { return ds };
+        let Value::Map(m) = v else {
+            if !unresolved(v) {
+                out.push(Problem::new(
+                    "data_stream",
+                    format!("must be a mapping, found {}", v.type_name()),
+                ));
+            }
+            return ds;
+        };
+        for (k, v) in m.iter() {
+            let slot = match k.as_str() {
+                "type" => &mut ds.kind,
+                "dataset" => &mut ds.dataset,
+                "namespace" => &mut ds.namespace,
+                _ => {
+                    out.push(
+                        Problem::new(&format!("data_stream.{k}"), "unknown setting")
+                            .hint("known settings: type, dataset, namespace"),
+                    );
+                    continue;
+                }
+            };
+            match v {
+                Value::Str(s) if unresolved(v) => *slot = s.clone(),
+                Value::Str(s) if valid_part(s) => *slot = s.clone(),
+                Value::Str(s) => out.push(
+                    Problem::new(&format!("data_stream.{k}"), format!("{s:?} cannot be part of a data stream name"))
+                        .hint("use lower-case letters, digits, '_' and '.', not starting with '_' or '.', at most 100 characters"),
+                ),
+                other => out.push(Problem::new(
+                    &format!("data_stream.{k}"),
+                    format!("must be a string, found {}", other.type_name()),
+                )),
+            }
+        }
+        ds
+    }
+}
+
+fn valid_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && !s.starts_with(['_', '.', '-'])
+        && s.bytes().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-')
+        })
+}
+
+/// A required list of strings (an argv).
+pub fn string_list(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<Vec<String>> {
+    match map.get(key) {
+        None => {
+            out.push(Problem::new(key, "is required"));
+            None
+        }
+        Some(v) if unresolved(v) => None,
+        Some(Value::List(items)) if !items.is_empty() => {
+            let mut argv = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::Str(s) => argv.push(s.clone()),
+                    Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
+                        argv.push(item.to_subst_text())
+                    }
+                    other => out.push(Problem::new(
+                        &format!("{key}.{i}"),
+                        format!("must be a string, found {}", other.type_name()),
+                    )),
+                }
+            }
+            Some(argv)
+        }
+        Some(Value::List(_)) => {
+            out.push(Problem::new(key, "must not be empty"));
+            None
+        }
+        Some(other) => {
+            out.push(
+                Problem::new(
+                    key,
+                    format!(
+                        "must be a list of strings (the argv), found {}",
+                        other.type_name()
+                    ),
+                )
+                .hint(format!("e.g. `{key}: [sh, -c, 'echo hello']`")),
+            );
+            None
+        }
+    }
+}
+
+/// An optional string.
+pub fn opt_string(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<String> {
+    match map.get(key)? {
+        Value::Str(s) => Some(s.clone()),
+        Value::Null => None,
+        other => {
+            out.push(Problem::new(
+                key,
+                format!("must be a string, found {}", other.type_name()),
+            ));
+            None
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! The status document served at `/status` and the board the runtime keeps
+//! it on.
+//!
+//! The board shows exactly what its setters were given and nothing else.
+//! Callers pass identities, names, ids, types, paths and error messages;
+//! they must never pass settings values, credentials or tokens, because
+//! everything on the board is readable by anyone who can reach the
+//! monitoring port.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+
+/// The whole `/status` document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusDoc {
+    /// This agent's identity (its candidate name in every election).
+    pub identity: String,
+    /// Every election, in the order they were first reported.
+    pub elections: Vec<ElectionEntry>,
+    /// The inputs that run and those the policy named but the agent dropped.
+    pub inputs: InputsStatus,
+    /// Every output with its current queue depth.
+    pub outputs: Vec<OutputStatus>,
+    /// The policy in force, `null` until one was loaded or rejected.
+    pub policy: Option<PolicyStatus>,
+}
+
+/// What this agent knows of one election.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElectionState {
+    /// This agent holds the lease.
+    Leading,
+    /// Another candidate holds the lease.
+    Following,
+    /// Not known yet, or the lease could not be read lately.
+    Unknown,
+    /// The elector has stopped.
+    Stopped,
+}
+
+/// One election as the runtime reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ElectionStatus {
+    /// The Lease's name.
+    pub lease: String,
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// Where this agent stands.
+    pub state: ElectionState,
+    /// The holder the lease names, if any.
+    pub holder: Option<String>,
+    /// The current term, if known.
+    pub term: Option<u64>,
+}
+
+/// An election under the name the policy gave it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ElectionEntry {
+    /// The election's name in the policy.
+    pub name: String,
+    /// Its status.
+    #[serde(flatten)]
+    pub status: ElectionStatus,
+}
+
+/// Whether a running input is producing or waiting to be restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputState {
+    /// Producing.
+    Running,
+    /// Failed; waiting before the next restart.
+    Backoff,
+}
+
+/// One input the runtime keeps running.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InputStatus {
+    /// The input's id.
+    pub id: String,
+    /// The input's type, e.g. `exec`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it last (re)started, RFC 3339 in UTC.
+    pub since: String,
+    /// Restarts so far.
+    pub restarts: u64,
+    /// The error of its latest failure, if it ever failed.
+    pub last_error: Option<String>,
+    /// Running or in backoff.
+    pub state: InputState,
+}
+
+/// An input the agent does not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DroppedInput {
+    /// The input's id.
+    pub id: String,
+    /// Why it is not running.
+    pub reason: String,
+}
+
+/// The `inputs` object of the document.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct InputsStatus {
+    /// Inputs the runtime keeps running, in the order they were started.
+    pub running: Vec<InputStatus>,
+    /// Inputs not run.
+    pub dropped: Vec<DroppedInput>,
+}
+
+/// One output and the events waiting in its queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OutputStatus {
+    /// The output's name.
+    pub name: String,
+    /// The output's type, e.g. `file`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Events queued and not yet written.
+    pub queue_depth: usize,
+}
+
+/// The policy in force and how its reloads went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PolicyStatus {
+    /// The policy file.
+    pub path: String,
+    /// When the policy in force was loaded, RFC 3339 in UTC; `null` if none
+    /// was ever loaded.
+    pub loaded_at: Option<String>,
+    /// Why the latest load attempt was rejected; `null` when it succeeded.
+    pub last_error: Option<String>,
+    /// Successful loads after the first one.
+    pub reloads: u64,
+    /// Rejected load attempts.
+    pub reload_failures: u64,
+}
+
+/// Reports the queue depth of every output: `(name, type, depth)`.
+pub type OutputDepths = Arc<dyn Fn() -> Vec<(String, String, usize)> + Send + Sync>;
+
+/// The current time, RFC 3339 in UTC, whole seconds.
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
+}
+
+#[derive(Debug)]
+struct Readiness {
+    ready: bool,
+    reason: String,
+}
+
+struct Board {
+    identity: String,
+    elections: Vec<ElectionEntry>,
+    inputs: InputsStatus,
+    outputs: Vec<OutputStatus>,
+    output_depths: Option<OutputDepths>,
+    policy: Option<PolicyStatus>,
+    readiness: Readiness,
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Board {
+            identity: String::new(),
+            elections: Vec::new(),
+            inputs: InputsStatus::default(),
+            outputs: Vec::new(),
+            output_depths: None,
+            policy: None,
+            readiness: Readiness {
+                ready: false,
+                reason: "starting".into(),
+            },
+        }
+    }
+}
+
+/// The agent's status, shared by the runtime (which writes it) and the
+/// monitoring server (which reads it). Clones share one board.
+///
+/// Setters must never receive settings values or secrets: whatever is set
+/// here is served to anyone who can reach `/status`.
+#[derive(Clone, Default)]
+pub struct StatusBoard {
+    inner: Arc<Mutex<Board>>,
+}
+
+impl std::fmt::Debug for StatusBoard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusBoard").finish_non_exhaustive()
+    }
+}
+
+impl StatusBoard {
+    /// An empty board: no identity, nothing running, not ready ("starting").
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Board> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets this agent's identity.
+    pub fn set_identity(&self, identity: impl Into<String>) {
+        self.lock().identity = identity.into();
+    }
+
+    /// Adds or replaces the election called `name`.
+    pub fn set_election(&self, name: impl Into<String>, status: ElectionStatus) {
+        let name = name.into();
+        let mut b = self.lock();
+        match b.elections.iter_mut().find(|e| e.name == name) {
+            Some(e) => e.status = status,
+            None => b.elections.push(ElectionEntry { name, status }),
+        }
+    }
+
+    /// Removes the election called `name`, if present.
+    pub fn remove_election(&self, name: &str) {
+        self.lock().elections.retain(|e| e.name != name);
+    }
+
+    /// Replaces every input at once.
+    pub fn set_inputs(&self, running: Vec<InputStatus>, dropped: Vec<DroppedInput>) {
+        self.lock().inputs = InputsStatus { running, dropped };
+    }
+
+    /// Input `id` of type `kind` started now. A known input keeps its
+    /// restart count and last error.
+    pub fn input_started(&self, id: impl Into<String>, kind: impl Into<String>) {
+        let (id, kind) = (id.into(), kind.into());
+        let since = now_rfc3339();
+        let mut b = self.lock();
+        b.inputs.dropped.retain(|d| d.id != id);
+        match b.inputs.running.iter_mut().find(|i| i.id == id) {
+            Some(i) => {
+                i.kind = kind;
+                i.since = since;
+                i.state = InputState::Running;
+            }
+            None => b.inputs.running.push(InputStatus {
+                id,
+                kind,
+                since,
+                restarts: 0,
+                last_error: None,
+                state: InputState::Running,
+            }),
+        }
+    }
+
+    /// Input `id` failed with `error` and waits to be restarted.
+    pub fn input_failed(&self, id: &str, error: impl Into<String>) {
+        let mut b = self.lock();
+        if let Some(i) = b.inputs.running.iter_mut().find(|i| i.id == id) {
+            i.last_error = Some(error.into());
+            i.state = InputState::Backoff;
+        }
+    }
+
+    /// Input `id` was restarted now; it keeps its last error.
+    pub fn input_restarted(&self, id: &str) {
+        let since = now_rfc3339();
+        let mut b = self.lock();
+        if let Some(i) = b.inputs.running.iter_mut().find(|i| i.id == id) {
+            i.restarts += 1;
+            i.since = since;
+            i.state = InputState::Running;
+        }
+    }
+
+    /// Input `id` stopped for good (its term ended, or the policy no longer
+    /// names it).
+    pub fn input_stopped(&self, id: &str) {
+        self.lock().inputs.running.retain(|i| i.id != id);
+    }
+
+    /// Replaces the list of inputs not run (after each rendering).
+    pub fn set_dropped(&self, dropped: Vec<DroppedInput>) {
+        self.lock().inputs.dropped = dropped;
+    }
+
+    /// Input `id` is not run, for `reason`.
+    pub fn input_dropped(&self, id: impl Into<String>, reason: impl Into<String>) {
+        let (id, reason) = (id.into(), reason.into());
+        let mut b = self.lock();
+        b.inputs.running.retain(|i| i.id != id);
+        match b.inputs.dropped.iter_mut().find(|d| d.id == id) {
+            Some(d) => d.reason = reason,
+            None => b.inputs.dropped.push(DroppedInput { id, reason }),
+        }
+    }
+
+    /// Replaces the list of outputs. Used as it is unless a depth source
+    /// is set with [`StatusBoard::set_output_depths`].
+    pub fn set_outputs(&self, outputs: Vec<OutputStatus>) {
+        self.lock().outputs = outputs;
+    }
+
+    /// Reports outputs through `depths`, called each time the document is
+    /// read, instead of the list given to [`StatusBoard::set_outputs`].
+    pub fn set_output_depths(&self, depths: OutputDepths) {
+        self.lock().output_depths = Some(depths);
+    }
+
+    /// The policy at `path` was loaded now and is in force.
+    pub fn policy_loaded(&self, path: impl Into<String>) {
+        let path = path.into();
+        let loaded_at = now_rfc3339();
+        let mut b = self.lock();
+        let p = b.policy.get_or_insert_with(PolicyStatus::default);
+        if p.loaded_at.is_some() {
+            p.reloads += 1;
+        }
+        p.path = path;
+        p.loaded_at = Some(loaded_at);
+        p.last_error = None;
+    }
+
+    /// A load attempt was rejected with `error`; the policy in force, if
+    /// any, stays.
+    pub fn policy_rejected(&self, error: impl Into<String>) {
+        let mut b = self.lock();
+        let p = b.policy.get_or_insert_with(PolicyStatus::default);
+        p.last_error = Some(error.into());
+        p.reload_failures += 1;
+    }
+
+    /// Sets readiness; `reason` says why the agent is not ready (it is
+    /// ignored when `ready`).
+    pub fn set_ready(&self, ready: bool, reason: impl Into<String>) {
+        self.lock().readiness = Readiness {
+            ready,
+            reason: reason.into(),
+        };
+    }
+
+    /// `Ok` when ready, else `Err` with the reason.
+    pub fn readiness(&self) -> Result<(), String> {
+        let b = self.lock();
+        if b.readiness.ready {
+            Ok(())
+        } else {
+            Err(b.readiness.reason.clone())
+        }
+    }
+
+    /// The document as it stands now.
+    pub fn snapshot(&self) -> StatusDoc {
+        let (mut doc, depths) = {
+            let b = self.lock();
+            let doc = StatusDoc {
+                identity: b.identity.clone(),
+                elections: b.elections.clone(),
+                inputs: b.inputs.clone(),
+                outputs: b.outputs.clone(),
+                policy: b.policy.clone(),
+            };
+            (doc, b.output_depths.clone())
+        };
+        if let Some(depths) = depths {
+            doc.outputs = depths()
+                .into_iter()
+                .map(|(name, kind, queue_depth)| OutputStatus {
+                    name,
+                    kind,
+                    queue_depth,
+                })
+                .collect();
+        }
+        doc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_lifecycle_updates_state_restarts_and_error() {
+        let b = StatusBoard::new();
+        b.input_started("x", "exec");
+        b.input_failed("x", "exit status 1");
+        let i = b.snapshot().inputs.running[0].clone();
+        assert_eq!(i.state, InputState::Backoff);
+        assert_eq!(i.last_error.as_deref(), Some("exit status 1"));
+        b.input_restarted("x");
+        let i = b.snapshot().inputs.running[0].clone();
+        assert_eq!((i.state, i.restarts), (InputState::Running, 1));
+        assert_eq!(i.last_error.as_deref(), Some("exit status 1"));
+        b.input_stopped("x");
+        assert!(b.snapshot().inputs.running.is_empty());
+        b.input_dropped("y", "not leader-only");
+        b.input_started("y", "exec");
+        let inputs = b.snapshot().inputs;
+        assert!(inputs.dropped.is_empty());
+        assert_eq!(inputs.running[0].id, "y");
+    }
+
+    #[test]
+    fn policy_counts_reloads_after_the_first_load_and_failures() {
+        let b = StatusBoard::new();
+        assert_eq!(b.snapshot().policy, None);
+        b.policy_loaded("/etc/p.yaml");
+        b.policy_rejected("bad yaml");
+        let p = b.snapshot().policy.unwrap();
+        assert_eq!((p.reloads, p.reload_failures), (0, 1));
+        assert_eq!(p.last_error.as_deref(), Some("bad yaml"));
+        assert!(p.loaded_at.is_some());
+        b.policy_loaded("/etc/p.yaml");
+        let p = b.snapshot().policy.unwrap();
+        assert_eq!((p.reloads, p.reload_failures), (1, 1));
+        assert_eq!(p.last_error, None);
+    }
+
+    #[test]
+    fn elections_keep_their_order_and_are_replaced_by_name() {
+        let b = StatusBoard::new();
+        let st = |state| ElectionStatus {
+            lease: "l".into(),
+            namespace: "ns".into(),
+            state,
+            holder: None,
+            term: None,
+        };
+        b.set_election("a", st(ElectionState::Unknown));
+        b.set_election("b", st(ElectionState::Following));
+        b.set_election("a", st(ElectionState::Leading));
+        let names: Vec<_> = b
+            .snapshot()
+            .elections
+            .into_iter()
+            .map(|e| (e.name, e.status.state))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a".to_string(), ElectionState::Leading),
+                ("b".to_string(), ElectionState::Following)
+            ]
+        );
+        b.remove_election("a");
+        assert_eq!(b.snapshot().elections.len(), 1);
+    }
+
+    #[test]
+    fn output_depths_replace_the_static_list() {
+        let b = StatusBoard::new();
+        b.set_outputs(vec![OutputStatus {
+            name: "default".into(),
+            kind: "file".into(),
+            queue_depth: 0,
+        }]);
+        assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
+        b.set_output_depths(Arc::new(|| vec![("default".into(), "file".into(), 7)]));
+        assert_eq!(b.snapshot().outputs[0].queue_depth, 7);
+    }
+
+    #[test]
+    fn readiness_starts_false_with_a_reason() {
+        let b = StatusBoard::new();
+        assert_eq!(b.readiness(), Err("starting".into()));
+        b.set_ready(true, "");
+        assert_eq!(b.readiness(), Ok(()));
+    }
+}

@@ -1,0 +1,178 @@
+//! Output metrics on `prometheus-client`, every family labelled with the
+//! output's name.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutputLabels {
+    output: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InputLabels {
+    output: String,
+    input: String,
+}
+
+/// The output metric families. Clones share their values.
+///
+/// Counters `leasehold_output_events_written_total{output}`,
+/// `leasehold_output_events_failed_total{output}` (events whose write
+/// attempt failed; they are retried), `leasehold_output_write_errors_total{output}`
+/// (failed write attempts) and `leasehold_output_events_received_total{output,input}`,
+/// and the gauge `leasehold_output_queue_depth{output}`.
+#[derive(Clone, Debug, Default)]
+pub struct OutputMetrics {
+    written: Family<OutputLabels, Counter>,
+    failed: Family<OutputLabels, Counter>,
+    errors: Family<OutputLabels, Counter>,
+    depth: Family<OutputLabels, Gauge>,
+    received: Family<InputLabels, Counter>,
+}
+
+impl OutputMetrics {
+    /// Metrics that are not exported anywhere.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Metrics registered in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::new();
+        registry.register(
+            "leasehold_output_events_written",
+            "Events written by an output",
+            m.written.clone(),
+        );
+        registry.register(
+            "leasehold_output_events_failed",
+            "Events whose write attempt failed (they are retried)",
+            m.failed.clone(),
+        );
+        registry.register(
+            "leasehold_output_write_errors",
+            "Write attempts of an output that failed",
+            m.errors.clone(),
+        );
+        registry.register(
+            "leasehold_output_queue_depth",
+            "Events waiting in an output's queue",
+            m.depth.clone(),
+        );
+        registry.register(
+            "leasehold_output_events_received",
+            "Events queued to an output, by input",
+            m.received.clone(),
+        );
+        m
+    }
+
+    /// Events written so far by `output`.
+    pub fn events_written(&self, output: &str) -> u64 {
+        self.written.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// Events of failed write attempts so far by `output`.
+    pub fn events_failed(&self, output: &str) -> u64 {
+        self.failed.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// Failed write attempts so far by `output`.
+    pub fn write_errors(&self, output: &str) -> u64 {
+        self.errors.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// The queue depth last recorded for `output`.
+    pub fn queue_depth(&self, output: &str) -> i64 {
+        self.depth.get(&labels(output)).map_or(0, |g| g.get())
+    }
+
+    /// Events queued so far to `output` by `input`.
+    pub fn events_received(&self, output: &str, input: &str) -> u64 {
+        let key = InputLabels {
+            output: output.to_string(),
+            input: input.to_string(),
+        };
+        self.received.get(&key).map_or(0, |c| c.get())
+    }
+
+    /// The metrics of one output, resolved once.
+    pub(super) fn handles(&self, output: &str) -> OutputHandles {
+        let l = labels(output);
+        OutputHandles {
+            output: output.to_string(),
+            written: self.written.get_or_create(&l).clone(),
+            failed: self.failed.get_or_create(&l).clone(),
+            errors: self.errors.get_or_create(&l).clone(),
+            depth: self.depth.get_or_create(&l).clone(),
+            received: self.received.clone(),
+        }
+    }
+}
+
+fn labels(output: &str) -> OutputLabels {
+    OutputLabels {
+        output: output.to_string(),
+    }
+}
+
+/// One output's metrics.
+#[derive(Debug)]
+pub(super) struct OutputHandles {
+    output: String,
+    pub(super) written: Counter,
+    pub(super) failed: Counter,
+    pub(super) errors: Counter,
+    depth: Gauge,
+    received: Family<InputLabels, Counter>,
+}
+
+impl OutputHandles {
+    pub(super) fn set_depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    pub(super) fn received(&self, input: &str) {
+        let key = InputLabels {
+            output: self.output.clone(),
+            input: input.to_string(),
+        };
+        self.received.get_or_create(&key).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_exported_with_output_labels() {
+        let mut registry = Registry::default();
+        let m = OutputMetrics::register(&mut registry);
+        let h = m.handles("default");
+        h.written.inc_by(3);
+        h.errors.inc();
+        h.failed.inc_by(2);
+        h.set_depth(5);
+        h.received("in-1");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "leasehold_output_events_written_total{output=\"default\"} 3",
+            "leasehold_output_events_failed_total{output=\"default\"} 2",
+            "leasehold_output_write_errors_total{output=\"default\"} 1",
+            "leasehold_output_queue_depth{output=\"default\"} 5",
+            "leasehold_output_events_received_total{output=\"default\",input=\"in-1\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert_eq!(m.events_written("default"), 3);
+        assert_eq!(m.events_received("default", "in-1"), 1);
+        assert_eq!(m.queue_depth("default"), 5);
+        assert_eq!(m.events_written("other"), 0);
+    }
+}

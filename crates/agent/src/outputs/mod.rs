@@ -1,0 +1,916 @@
+//! Event outputs: where finished events go.
+//!
+//! Every output named in the policy's `outputs:` section gets a bounded
+//! queue and one writer task. Inputs hand events to an [`EventSender`],
+//! which waits while the queue is full and never drops an event; the writer
+//! takes whatever is queued in batches, writes each batch at once and keeps
+//! retrying a batch that failed until it is written. [`Outputs::shutdown`]
+//! closes the queues and lets the writers drain and flush.
+//!
+//! Two kinds exist: `console` (NDJSON on standard output) and `file` (NDJSON
+//! in a directory, rotated by size like Beats' file output).
+
+mod console;
+mod file;
+mod metrics;
+mod queue;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use leasehold_policy::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::Event;
+
+pub use metrics::OutputMetrics;
+
+use metrics::OutputHandles;
+use queue::{Control, Sink};
+
+/// The output types this agent knows.
+pub const OUTPUT_TYPES: [&str; 2] = ["console", "file"];
+
+/// Beats' default memory queue size.
+pub const DEFAULT_QUEUE_EVENTS: usize = 3200;
+/// The largest accepted `queue.mem.events`.
+pub const MAX_QUEUE_EVENTS: usize = 1 << 20;
+/// Default base name of the files of a file output.
+pub const DEFAULT_FILENAME: &str = "leasehold";
+/// Default size at which a file is rotated, in KiB (10 MiB).
+pub const DEFAULT_ROTATE_EVERY_KB: u64 = 10 * 1024;
+/// The largest accepted `rotate_every_kb` (1 TiB).
+pub const MAX_ROTATE_EVERY_KB: u64 = 1 << 30;
+/// Default number of files kept, the current one included.
+pub const DEFAULT_NUMBER_OF_FILES: usize = 7;
+/// The accepted range of `number_of_files`.
+pub const NUMBER_OF_FILES_RANGE: std::ops::RangeInclusive<usize> = 2..=1024;
+/// Default mode of created files.
+pub const DEFAULT_PERMISSIONS: u32 = 0o600;
+
+const QUEUE_EVENTS_KEY: &str = "queue.mem.events";
+const COMMON_KEYS: [&str; 2] = ["type", QUEUE_EVENTS_KEY];
+const FILE_KEYS: [&str; 5] = [
+    "path",
+    "filename",
+    "rotate_every_kb",
+    "number_of_files",
+    "permissions",
+];
+/// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
+const CONTAINER_KEYS: [&str; 2] = ["queue", "queue.mem"];
+
+/// One configured output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputSettings {
+    /// Its name, the key under `outputs:`.
+    pub name: String,
+    /// Its type and type-specific settings.
+    pub kind: OutputKind,
+    /// Capacity of its queue, in events (`queue.mem.events`).
+    pub queue_events: usize,
+}
+
+/// The type of an output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputKind {
+    /// NDJSON on standard output.
+    Console,
+    /// NDJSON in rotated files.
+    File(FileSettings),
+}
+
+impl OutputKind {
+    /// The `type` this kind is written as.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            OutputKind::Console => "console",
+            OutputKind::File(_) => "file",
+        }
+    }
+}
+
+/// Settings of a `file` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSettings {
+    /// The directory the files are written to (created when missing).
+    pub path: PathBuf,
+    /// Base name: the current file is `<filename>.ndjson`.
+    pub filename: String,
+    /// Size a file may reach before the next line goes to a new one, in KiB.
+    pub rotate_every_kb: u64,
+    /// Files kept, the current one included.
+    pub number_of_files: usize,
+    /// Mode of the files created.
+    pub permissions: u32,
+}
+
+impl FileSettings {
+    /// Settings with every default and `path` as the directory.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        FileSettings {
+            path: path.into(),
+            filename: DEFAULT_FILENAME.to_string(),
+            rotate_every_kb: DEFAULT_ROTATE_EVERY_KB,
+            number_of_files: DEFAULT_NUMBER_OF_FILES,
+            permissions: DEFAULT_PERMISSIONS,
+        }
+    }
+
+    /// The file being written: `<path>/<filename>.ndjson`.
+    pub fn current_file(&self) -> PathBuf {
+        self.path.join(format!("{}.ndjson", self.filename))
+    }
+
+    /// A rotated file: `<path>/<filename>.ndjson.<index>`, 1 the newest.
+    pub fn rotated_file(&self, index: usize) -> PathBuf {
+        self.path.join(format!("{}.ndjson.{index}", self.filename))
+    }
+
+    /// The rotation size in bytes.
+    pub fn rotate_bytes(&self) -> u64 {
+        self.rotate_every_kb.saturating_mul(1024)
+    }
+}
+
+/// A problem in the `outputs:` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    /// Dotted key path, e.g. `outputs.default.rotate_every_kb`.
+    pub path: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+impl SettingError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        SettingError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+/// Validates the `outputs:` section (the value under the key) and returns
+/// the outputs in the order they are written.
+///
+/// Every problem is reported, each with its dotted key path. An unknown
+/// `type` lists the known types; an unknown key lists the keys known for
+/// that type. A missing `default` output is not an error here.
+pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<SettingError>> {
+    let map = match section {
+        Value::Null => return Ok(Vec::new()),
+        Value::Map(m) => m,
+        other => {
+            return Err(vec![SettingError::new(
+                "outputs",
+                format!(
+                    "must be a map from output name to its settings, found {}",
+                    other.type_name()
+                ),
+            )]);
+        }
+    };
+    let mut errors = Vec::new();
+    let mut outputs = Vec::new();
+    for (name, value) in map.iter() {
+        if let Some(out) = parse_output(name, value, &mut errors) {
+            outputs.push(out);
+        }
+    }
+    if errors.is_empty() {
+        Ok(outputs)
+    } else {
+        Err(errors)
+    }
+}
+
+/// One output's settings, or `None` after recording its problems.
+fn parse_output(
+    name: &str,
+    value: &Value,
+    errors: &mut Vec<SettingError>,
+) -> Option<OutputSettings> {
+    let base = format!("outputs.{name}");
+    let before = errors.len();
+    if name.is_empty() {
+        errors.push(SettingError::new(&base, "an output name must not be empty"));
+    }
+    let map = match value {
+        Value::Map(m) => m,
+        other => {
+            errors.push(SettingError::new(
+                &base,
+                format!(
+                    "must be a map of settings with at least `type` (one of: {}), found {}",
+                    OUTPUT_TYPES.join(", "),
+                    other.type_name()
+                ),
+            ));
+            return None;
+        }
+    };
+    let mut keys = BTreeMap::new();
+    flatten(&base, "", map, &mut keys, errors);
+    let get = |key: &str| given(&keys, key);
+
+    let type_path = format!("{base}.type");
+    let known_types = OUTPUT_TYPES.join(", ");
+    let kind_name = match get("type") {
+        None => {
+            errors.push(SettingError::new(
+                &type_path,
+                format!("required; one of: {known_types}"),
+            ));
+            None
+        }
+        Some(Value::Str(t)) if OUTPUT_TYPES.contains(&t.as_str()) => Some(t.as_str()),
+        Some(Value::Str(t)) => {
+            errors.push(SettingError::new(
+                &type_path,
+                format!("unknown output type `{t}`; known types: {known_types}"),
+            ));
+            None
+        }
+        Some(other) => {
+            errors.push(SettingError::new(
+                &type_path,
+                format!(
+                    "must be a string, one of: {known_types}; found {}",
+                    other.type_name()
+                ),
+            ));
+            None
+        }
+    };
+
+    let queue_events = match get(QUEUE_EVENTS_KEY) {
+        None => DEFAULT_QUEUE_EVENTS,
+        Some(v) => int_in(
+            &format!("{base}.{QUEUE_EVENTS_KEY}"),
+            v,
+            1,
+            MAX_QUEUE_EVENTS as i64,
+            errors,
+        )
+        .map_or(DEFAULT_QUEUE_EVENTS, |n| n as usize),
+    };
+
+    // The keys of an unknown type cannot be judged: only its `type` is named.
+    let kind_name = kind_name?;
+    let known: Vec<&str> = match kind_name {
+        "file" => COMMON_KEYS
+            .iter()
+            .chain(FILE_KEYS.iter())
+            .copied()
+            .collect(),
+        _ => COMMON_KEYS.to_vec(),
+    };
+    for key in keys.keys() {
+        if !known.contains(&key.as_str()) {
+            let mut sorted = known.clone();
+            sorted.sort_unstable();
+            errors.push(SettingError::new(
+                format!("{base}.{key}"),
+                format!(
+                    "unknown key for a {kind_name} output; known keys: {}",
+                    sorted.join(", ")
+                ),
+            ));
+        }
+    }
+
+    let kind = match kind_name {
+        "file" => OutputKind::File(parse_file(&base, &keys, errors)),
+        _ => OutputKind::Console,
+    };
+    if errors.len() > before {
+        return None;
+    }
+    Some(OutputSettings {
+        name: name.to_string(),
+        kind,
+        queue_events,
+    })
+}
+
+/// Collects the settings of one output by their dotted keys, descending
+/// into `queue` and `queue.mem` maps so that `queue.mem.events: N` and
+/// `queue: {mem: {events: N}}` mean the same.
+fn flatten(
+    base: &str,
+    prefix: &str,
+    map: &leasehold_policy::Map,
+    keys: &mut BTreeMap<String, Value>,
+    errors: &mut Vec<SettingError>,
+) {
+    for (k, v) in map.iter() {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if CONTAINER_KEYS.contains(&key.as_str()) {
+            match v {
+                Value::Map(inner) => flatten(base, &key, inner, keys, errors),
+                Value::Null => {}
+                other => errors.push(SettingError::new(
+                    format!("{base}.{key}"),
+                    format!(
+                        "must be a map holding `{}`, found {}",
+                        &QUEUE_EVENTS_KEY[key.len() + 1..],
+                        other.type_name()
+                    ),
+                )),
+            }
+            continue;
+        }
+        if keys.contains_key(&key) {
+            errors.push(SettingError::new(
+                format!("{base}.{key}"),
+                "given more than once (dotted and nested forms name the same key); keep one",
+            ));
+            continue;
+        }
+        keys.insert(key, v.clone());
+    }
+}
+
+fn parse_file(
+    base: &str,
+    keys: &BTreeMap<String, Value>,
+    errors: &mut Vec<SettingError>,
+) -> FileSettings {
+    let get = |key: &str| given(keys, key);
+    let mut s = FileSettings::new("");
+    let path_key = format!("{base}.path");
+    match get("path") {
+        None => errors.push(SettingError::new(
+            &path_key,
+            "required for a file output: the directory the files are written to",
+        )),
+        Some(Value::Str(p)) if !p.is_empty() && !p.contains('\0') => s.path = PathBuf::from(p),
+        Some(other) => errors.push(SettingError::new(
+            &path_key,
+            format!(
+                "must be a non-empty string naming a directory, found {}",
+                describe(other)
+            ),
+        )),
+    }
+    if let Some(v) = get("filename") {
+        match v {
+            Value::Str(f) if valid_filename(f) => s.filename = f.clone(),
+            other => errors.push(SettingError::new(
+                format!("{base}.filename"),
+                format!(
+                    "must be a non-empty file name without `/` (not `.` or `..`), found {}",
+                    describe(other)
+                ),
+            )),
+        }
+    }
+    if let Some(v) = get("rotate_every_kb")
+        && let Some(n) = int_in(
+            &format!("{base}.rotate_every_kb"),
+            v,
+            1,
+            MAX_ROTATE_EVERY_KB as i64,
+            errors,
+        )
+    {
+        s.rotate_every_kb = n as u64;
+    }
+    if let Some(v) = get("number_of_files")
+        && let Some(n) = int_in(
+            &format!("{base}.number_of_files"),
+            v,
+            *NUMBER_OF_FILES_RANGE.start() as i64,
+            *NUMBER_OF_FILES_RANGE.end() as i64,
+            errors,
+        )
+    {
+        s.number_of_files = n as usize;
+    }
+    if let Some(v) = get("permissions") {
+        match parse_mode(v) {
+            Some(mode) => s.permissions = mode,
+            None => errors.push(SettingError::new(
+                format!("{base}.permissions"),
+                format!(
+                    "must be a file mode from 0 to 0777: an octal string such as \"0600\", \
+                     or an octal YAML number such as 0600; found {}",
+                    describe(v)
+                ),
+            )),
+        }
+    }
+    s
+}
+
+/// A setting's value; null counts as not given.
+fn given<'a>(keys: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a Value> {
+    keys.get(key).filter(|v| !matches!(v, Value::Null))
+}
+
+fn valid_filename(f: &str) -> bool {
+    !f.is_empty() && f != "." && f != ".." && !f.contains('/') && !f.contains('\0')
+}
+
+/// A file mode from an integer (already the mode, as YAML reads `0600`) or
+/// an octal string (`"0600"`, `"600"`, `"0o600"`).
+fn parse_mode(v: &Value) -> Option<u32> {
+    let mode = match v {
+        Value::Int(i) => u32::try_from(*i).ok()?,
+        Value::Str(s) => {
+            let digits = s.strip_prefix("0o").unwrap_or(s);
+            if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+                return None;
+            }
+            u32::from_str_radix(digits, 8).ok()?
+        }
+        _ => return None,
+    };
+    (mode <= 0o777).then_some(mode)
+}
+
+/// An integer within `lo..=hi`, or `None` after recording the problem.
+fn int_in(path: &str, v: &Value, lo: i64, hi: i64, errors: &mut Vec<SettingError>) -> Option<i64> {
+    match v {
+        Value::Int(i) if (lo..=hi).contains(i) => Some(*i),
+        other => {
+            errors.push(SettingError::new(
+                path,
+                format!(
+                    "must be an integer from {lo} to {hi}, found {}",
+                    describe(other)
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// A value as quoted in messages: scalars by value, collections by type.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Str(s) => format!("{s:?}"),
+        other => other.type_name().to_string(),
+    }
+}
+
+/// The error of [`EventSender::send`] once its output has shut down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the output has shut down")
+    }
+}
+
+impl std::error::Error for Closed {}
+
+/// Hands events to one output's queue. Clones share the queue.
+#[derive(Clone)]
+pub struct EventSender {
+    name: Arc<str>,
+    tx: mpsc::Sender<Event>,
+    handles: Arc<OutputHandles>,
+}
+
+impl fmt::Debug for EventSender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventSender")
+            .field("output", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventSender {
+    /// Queues `ev`, waiting while the queue is full (never drops).
+    ///
+    /// Cancel-safe: if the future is dropped before it completes, the event
+    /// was not queued. Fails only when the output has shut down.
+    pub async fn send(&self, ev: Event) -> Result<(), Closed> {
+        let input = Arc::clone(&ev.input_id);
+        self.tx.send(ev).await.map_err(|_| Closed)?;
+        self.handles.received(&input);
+        self.handles.set_depth(queue_depth(&self.tx));
+        Ok(())
+    }
+
+    /// The name of the output this sender feeds.
+    pub fn output_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Events queued now.
+    pub fn depth(&self) -> usize {
+        queue_depth(&self.tx)
+    }
+
+    /// True once the output no longer accepts events.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+fn queue_depth<T>(tx: &mpsc::Sender<T>) -> usize {
+    tx.max_capacity() - tx.capacity()
+}
+
+struct Running {
+    sender: EventSender,
+    writer: JoinHandle<usize>,
+}
+
+/// The running outputs: one queue and one writer task each.
+pub struct Outputs {
+    running: Vec<Running>,
+    close: CancellationToken,
+    abort: CancellationToken,
+}
+
+impl fmt::Debug for Outputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outputs")
+            .field("names", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outputs {
+    /// Opens every output (creating directories and files) and spawns one
+    /// writer task per output on the current tokio runtime. An error names
+    /// the output and the path that could not be opened.
+    pub fn start(
+        settings: Vec<OutputSettings>,
+        metrics: OutputMetrics,
+    ) -> std::io::Result<Outputs> {
+        let mut sinks: Vec<(String, usize, Box<dyn Sink>)> = Vec::with_capacity(settings.len());
+        for s in settings {
+            let sink: Box<dyn Sink> = match &s.kind {
+                OutputKind::Console => Box::new(console::ConsoleSink::stdout()),
+                OutputKind::File(f) => Box::new(file::FileSink::open(f.clone()).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name))
+                })?),
+            };
+            sinks.push((s.name, s.queue_events, sink));
+        }
+        Self::launch(sinks, metrics)
+    }
+
+    /// Spawns a writer for each (name, queue capacity, sink).
+    fn launch(
+        sinks: Vec<(String, usize, Box<dyn Sink>)>,
+        metrics: OutputMetrics,
+    ) -> std::io::Result<Outputs> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))?;
+        let close = CancellationToken::new();
+        let abort = CancellationToken::new();
+        let mut running = Vec::with_capacity(sinks.len());
+        for (name, capacity, sink) in sinks {
+            let (tx, rx) = mpsc::channel(capacity.max(1));
+            let handles = Arc::new(metrics.handles(&name));
+            let name: Arc<str> = name.into();
+            let control = Control {
+                close: close.clone(),
+                abort: abort.clone(),
+            };
+            let writer = runtime.spawn(queue::run_writer(
+                Arc::clone(&name),
+                rx,
+                sink,
+                control,
+                Arc::clone(&handles),
+            ));
+            running.push(Running {
+                sender: EventSender { name, tx, handles },
+                writer,
+            });
+        }
+        Ok(Outputs {
+            running,
+            close,
+            abort,
+        })
+    }
+
+    /// A sender to the output called `name`.
+    pub fn sender(&self, name: &str) -> Option<EventSender> {
+        self.find(name).map(|r| r.sender.clone())
+    }
+
+    /// The names of the outputs, in the order they were configured.
+    pub fn names(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .map(|r| r.sender.name.to_string())
+            .collect()
+    }
+
+    /// Events queued now in the output called `name`.
+    pub fn depth(&self, name: &str) -> Option<usize> {
+        self.find(name).map(|r| r.sender.depth())
+    }
+
+    fn find(&self, name: &str) -> Option<&Running> {
+        self.running.iter().find(|r| &*r.sender.name == name)
+    }
+
+    /// Closes the queues (later sends fail with [`Closed`]) and lets the
+    /// writers write what is queued and flush (fsync for files) until
+    /// `deadline`. Returns, per output, how many queued events were left
+    /// unwritten: 0 unless the deadline passed first.
+    pub async fn shutdown(self, deadline: tokio::time::Instant) -> Vec<(String, usize)> {
+        self.close.cancel();
+        let mut left = Vec::with_capacity(self.running.len());
+        for Running { sender, mut writer } in self.running {
+            let result = match tokio::time::timeout_at(deadline, &mut writer).await {
+                Ok(result) => result,
+                Err(_) => {
+                    self.abort.cancel();
+                    writer.await
+                }
+            };
+            let n = match result {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::error!(output = %sender.name, error = %e, "output writer ended abnormally");
+                    0
+                }
+            };
+            left.push((sender.name.to_string(), n));
+        }
+        left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(yaml: &str) -> Value {
+        let policy = leasehold_policy::Policy::parse(yaml, "test.yml").unwrap();
+        policy
+            .section("outputs")
+            .map_or(Value::Null, |n| n.to_value())
+    }
+
+    fn parse(yaml: &str) -> Result<Vec<OutputSettings>, Vec<SettingError>> {
+        parse_outputs(&section(yaml))
+    }
+
+    /// The errors of `yaml`, as (path, message).
+    fn errors(yaml: &str) -> Vec<(String, String)> {
+        parse(yaml)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| (e.path, e.message))
+            .collect()
+    }
+
+    fn file_of(o: &OutputSettings) -> &FileSettings {
+        match &o.kind {
+            OutputKind::File(f) => f,
+            OutputKind::Console => panic!("{} is a console output", o.name),
+        }
+    }
+
+    #[test]
+    fn defaults_and_both_types() {
+        let outs = parse(
+            "outputs:\n  default:\n    type: file\n    path: /var/lib/leasehold/out\n  other: { type: console }\n",
+        )
+        .unwrap();
+        assert_eq!(outs.len(), 2);
+        assert_eq!(outs[0].name, "default");
+        assert_eq!(outs[0].queue_events, DEFAULT_QUEUE_EVENTS);
+        assert_eq!(
+            outs[0].kind,
+            OutputKind::File(FileSettings::new("/var/lib/leasehold/out"))
+        );
+        let f = file_of(&outs[0]);
+        assert_eq!(f.filename, "leasehold");
+        assert_eq!(f.rotate_every_kb, 10240);
+        assert_eq!(f.number_of_files, 7);
+        assert_eq!(f.permissions, 0o600);
+        assert_eq!(
+            f.current_file(),
+            PathBuf::from("/var/lib/leasehold/out/leasehold.ndjson")
+        );
+        assert_eq!(
+            f.rotated_file(2),
+            PathBuf::from("/var/lib/leasehold/out/leasehold.ndjson.2")
+        );
+        assert_eq!(outs[1].name, "other");
+        assert_eq!(outs[1].kind, OutputKind::Console);
+        assert_eq!(outs[1].kind.type_name(), "console");
+    }
+
+    #[test]
+    fn every_file_setting_is_read() {
+        let outs = parse(
+            "outputs:\n  default:\n    type: file\n    path: out\n    filename: events\n    rotate_every_kb: 1\n    number_of_files: 1024\n    permissions: 0640\n    queue.mem.events: 7\n",
+        )
+        .unwrap();
+        assert_eq!(outs[0].queue_events, 7);
+        assert_eq!(
+            *file_of(&outs[0]),
+            FileSettings {
+                path: "out".into(),
+                filename: "events".into(),
+                rotate_every_kb: 1,
+                number_of_files: 1024,
+                permissions: 0o640,
+            }
+        );
+    }
+
+    #[test]
+    fn permissions_accept_octal_numbers_and_octal_strings() {
+        for (text, mode) in [
+            ("0600", 0o600),
+            ("0o644", 0o644),
+            ("\"0600\"", 0o600),
+            ("\"640\"", 0o640),
+            ("'0o755'", 0o755),
+            ("0", 0),
+            ("511", 0o777),
+        ] {
+            let yaml =
+                format!("outputs:\n  o:\n    type: file\n    path: p\n    permissions: {text}\n");
+            let outs = parse(&yaml).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!(file_of(&outs[0]).permissions, mode, "{text}");
+        }
+        assert_eq!(
+            parse_outputs(&Value::Map(
+                [(
+                    "o".to_string(),
+                    Value::Map(
+                        [
+                            ("type".to_string(), Value::Str("file".into())),
+                            ("path".to_string(), Value::Str("p".into())),
+                            ("permissions".to_string(), Value::Int(384)),
+                        ]
+                        .into_iter()
+                        .collect()
+                    )
+                )]
+                .into_iter()
+                .collect()
+            ))
+            .map(|o| file_of(&o[0]).permissions),
+            Ok(0o600)
+        );
+        for bad in ["600", "\"0800\"", "\"\"", "\"rw\"", "-1", "true", "0o1000"] {
+            let yaml =
+                format!("outputs:\n  o:\n    type: file\n    path: p\n    permissions: {bad}\n");
+            let errs = errors(&yaml);
+            assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+            assert_eq!(errs[0].0, "outputs.o.permissions", "{bad}");
+            assert!(errs[0].1.contains("0 to 0777"), "{bad}: {}", errs[0].1);
+        }
+    }
+
+    #[test]
+    fn queue_size_accepts_the_dotted_and_the_nested_form() {
+        let forms = [
+            "queue.mem.events: 64",
+            "queue: {mem: {events: 64}}",
+            "queue: {mem.events: 64}",
+            "queue.mem: {events: 64}",
+        ];
+        for form in forms {
+            let yaml = format!("outputs:\n  o:\n    type: console\n    {form}\n");
+            let outs = parse(&yaml).unwrap_or_else(|e| panic!("{form}: {e:?}"));
+            assert_eq!(outs[0].queue_events, 64, "{form}");
+        }
+        assert_eq!(
+            errors(
+                "outputs:\n  o:\n    type: console\n    queue.mem.events: 1\n    queue: {mem: {events: 2}}\n"
+            ),
+            [(
+                "outputs.o.queue.mem.events".to_string(),
+                "given more than once (dotted and nested forms name the same key); keep one"
+                    .to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let yaml = "outputs:
+  f:
+    type: file
+    filename: a/b
+    rotate_every_kb: 0
+    number_of_files: 1
+    permissions: \"9\"
+    queue.mem.events: 0
+    compression: gzip
+  c:
+    type: console
+    path: /tmp
+    queue: {mem: {events: 2000000, flush: 1}}
+  q:
+    type: console
+    queue: 5
+  x:
+    type: elasticsearch
+    hosts: [a]
+  n:
+    path: /tmp
+  t:
+    type: 3
+  s: console
+  big:
+    type: file
+    path: \"\"
+    rotate_every_kb: 2000000000
+    number_of_files: 1025
+    filename: ..
+";
+        let got = errors(yaml);
+        let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "outputs.f.queue.mem.events",
+                "outputs.f.compression",
+                "outputs.f.path",
+                "outputs.f.filename",
+                "outputs.f.rotate_every_kb",
+                "outputs.f.number_of_files",
+                "outputs.f.permissions",
+                "outputs.c.queue.mem.events",
+                "outputs.c.path",
+                "outputs.c.queue.mem.flush",
+                "outputs.q.queue",
+                "outputs.x.type",
+                "outputs.n.type",
+                "outputs.t.type",
+                "outputs.s",
+                "outputs.big.path",
+                "outputs.big.filename",
+                "outputs.big.rotate_every_kb",
+                "outputs.big.number_of_files",
+            ]
+        );
+        let msg = |p: &str| &got.iter().find(|(q, _)| q == p).unwrap().1;
+        assert!(msg("outputs.f.compression").contains(
+            "known keys: filename, number_of_files, path, permissions, queue.mem.events, rotate_every_kb, type"
+        ));
+        assert!(msg("outputs.c.path").contains("known keys: queue.mem.events, type"));
+        assert!(msg("outputs.x.type").contains("`elasticsearch`"));
+        assert!(msg("outputs.x.type").contains("known types: console, file"));
+        assert!(msg("outputs.n.type").contains("required; one of: console, file"));
+        assert!(msg("outputs.t.type").contains("must be a string"));
+        assert!(msg("outputs.s").contains("must be a map"));
+        assert!(msg("outputs.q.queue").contains("mem.events"));
+        assert!(msg("outputs.f.path").contains("required"));
+        assert!(msg("outputs.f.filename").contains("without `/`"));
+        assert!(msg("outputs.f.rotate_every_kb").contains("from 1 to 1073741824"));
+        assert!(msg("outputs.f.number_of_files").contains("from 2 to 1024"));
+        assert!(msg("outputs.f.queue.mem.events").contains("from 1 to 1048576"));
+        assert!(msg("outputs.big.path").contains("non-empty string"));
+        for e in parse(yaml).unwrap_err() {
+            assert_eq!(e.to_string(), format!("{}: {}", e.path, e.message));
+        }
+    }
+
+    #[test]
+    fn empty_and_odd_sections() {
+        assert_eq!(parse("inputs: []\n"), Ok(vec![]));
+        assert_eq!(parse("outputs:\n"), Ok(vec![]));
+        assert_eq!(parse("outputs: {}\n"), Ok(vec![]));
+        let errs = parse_outputs(&Value::List(vec![])).unwrap_err();
+        assert_eq!(errs[0].path, "outputs");
+        assert!(errs[0].message.contains("must be a map"));
+        // No `default` output is fine here; the runtime decides.
+        assert_eq!(
+            parse("outputs:\n  mine: {type: console}\n").unwrap()[0].name,
+            "mine"
+        );
+        // A null setting counts as not given.
+        let outs = parse("outputs:\n  o:\n    type: file\n    path: p\n    filename:\n").unwrap();
+        assert_eq!(file_of(&outs[0]).filename, DEFAULT_FILENAME);
+    }
+}

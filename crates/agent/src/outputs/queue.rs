@@ -1,0 +1,416 @@
+//! The writer task behind each output's bounded queue: it takes what is
+//! queued in batches, writes a batch with one blocking call off the async
+//! threads, and retries a failed batch with exponential backoff until it is
+//! written. Nothing that reached the queue is dropped.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::OutputHandles;
+use crate::event::Event;
+
+/// Most events taken from the queue for one write.
+pub(super) const MAX_BATCH: usize = 2048;
+/// First wait after a failed write.
+pub(super) const BACKOFF_START: Duration = Duration::from_millis(100);
+/// Longest wait between retries.
+pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// Lines to write; `done` counts those already written, from the front.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    pub(super) lines: Vec<Vec<u8>>,
+    pub(super) done: usize,
+}
+
+impl Batch {
+    /// Lines not written yet.
+    pub(super) fn pending(&self) -> &[Vec<u8>] {
+        &self.lines[self.done..]
+    }
+
+    pub(super) fn remaining(&self) -> usize {
+        self.lines.len() - self.done
+    }
+}
+
+/// Where an output's lines go. Its methods block; the writer calls them on
+/// tokio's blocking threads.
+pub(super) trait Sink: Send + 'static {
+    /// Writes the pending lines of `batch`, advancing `batch.done` past
+    /// every line known to be written whole, also when failing part way.
+    fn write(&mut self, batch: &mut Batch) -> io::Result<()>;
+    /// Makes what was written durable (fsync for files).
+    fn sync(&mut self) -> io::Result<()>;
+    /// What the sink writes to, for messages (a path or `stdout`).
+    fn target(&self) -> String;
+}
+
+/// Shutdown signals shared by the writers: `close` stops taking new events
+/// and drains the queue; `abort` gives up on whatever is left.
+#[derive(Clone, Debug)]
+pub(super) struct Control {
+    pub(super) close: CancellationToken,
+    pub(super) abort: CancellationToken,
+}
+
+/// Runs one output's writer until its queue is closed and drained (then
+/// syncs and returns 0) or until aborted (then returns how many queued
+/// events were not written).
+pub(super) async fn run_writer(
+    name: Arc<str>,
+    mut rx: mpsc::Receiver<Event>,
+    sink: Box<dyn Sink>,
+    control: Control,
+    metrics: Arc<OutputHandles>,
+) -> usize {
+    let mut sink = Some(sink);
+    let mut batch = Batch::default();
+    let mut closed = false;
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = control.close.cancelled(), if !closed => {
+                // Senders waiting for room now fail; what is queued stays.
+                rx.close();
+                closed = true;
+                continue;
+            }
+            ev = rx.recv() => ev,
+        };
+        let Some(first) = first else { break };
+        batch.lines.clear();
+        batch.done = 0;
+        batch.lines.push(first.to_ndjson());
+        while batch.lines.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(ev) => batch.lines.push(ev.to_ndjson()),
+                Err(_) => break,
+            }
+        }
+        metrics.set_depth(rx.len());
+
+        let mut backoff = BACKOFF_START;
+        loop {
+            let Some(s) = sink.take() else {
+                return batch.remaining() + rx.len();
+            };
+            let before = batch.done;
+            // If the write is abandoned its progress is unknown: count all.
+            let pending = batch.remaining();
+            let work = tokio::task::spawn_blocking(move || {
+                let mut s = s;
+                let result = s.write(&mut batch);
+                (s, batch, result)
+            });
+            let (s, b, result) = tokio::select! {
+                biased;
+                joined = work => match joined {
+                    Ok(done) => done,
+                    Err(e) => {
+                        tracing::error!(output = %name, error = %e, "output writer stopped: a write panicked");
+                        return pending + rx.len();
+                    }
+                },
+                _ = control.abort.cancelled() => return pending + rx.len(),
+            };
+            sink = Some(s);
+            batch = b;
+            metrics.written.inc_by((batch.done - before) as u64);
+            match result {
+                Ok(()) => break,
+                Err(e) => {
+                    let target = sink.as_ref().map(|s| s.target()).unwrap_or_default();
+                    tracing::warn!(
+                        output = %name,
+                        path = %target,
+                        error = %e,
+                        pending = batch.remaining(),
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "output write failed; retrying",
+                    );
+                    metrics.errors.inc();
+                    metrics.failed.inc_by(batch.remaining() as u64);
+                    tokio::select! {
+                        biased;
+                        _ = control.abort.cancelled() => return batch.remaining() + rx.len(),
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+    metrics.set_depth(0);
+    if let Some(mut s) = sink {
+        let work = tokio::task::spawn_blocking(move || {
+            let result = s.sync();
+            (s.target(), result)
+        });
+        tokio::select! {
+            biased;
+            joined = work => {
+                if let Ok((target, Err(e))) = joined {
+                    tracing::warn!(output = %name, path = %target, error = %e, "output flush failed");
+                }
+            }
+            _ = control.abort.cancelled() => {}
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::Mutex;
+    use std::task::Poll;
+
+    use serde_json::{Map, Value};
+    use tokio::time::Instant;
+
+    use super::super::file::tests::{all_lines, line};
+    use super::super::file::{FileSink, RotationBlocker};
+    use super::super::{Closed, FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
+    use super::*;
+
+    /// An event whose NDJSON line is `line(n)`: exactly 100 bytes.
+    fn ev(n: usize) -> Event {
+        let text = String::from_utf8(line(n)).unwrap();
+        let doc: Map<String, Value> = serde_json::from_str(text.trim_end()).unwrap();
+        let e = Event::new(Arc::from(format!("input-{}", n % 2)), doc);
+        assert_eq!(e.to_ndjson(), line(n));
+        e
+    }
+
+    /// Records what it writes; every write first reports that it started
+    /// and then waits for a go-ahead (or for the gate to be dropped).
+    struct GateSink {
+        written: Arc<Mutex<Vec<Vec<u8>>>>,
+        entered: mpsc::UnboundedSender<usize>,
+        gate: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl Sink for GateSink {
+        fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+            let _ = self.entered.send(batch.remaining());
+            let _ = self.gate.recv();
+            self.written
+                .lock()
+                .unwrap()
+                .extend(batch.pending().iter().cloned());
+            batch.done = batch.lines.len();
+            Ok(())
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn target(&self) -> String {
+            "gate".into()
+        }
+    }
+
+    struct Gated {
+        outputs: Outputs,
+        written: Arc<Mutex<Vec<Vec<u8>>>>,
+        entered: mpsc::UnboundedReceiver<usize>,
+        gate: std::sync::mpsc::Sender<()>,
+        metrics: OutputMetrics,
+    }
+
+    fn gated(capacity: usize) -> Gated {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let (entered_tx, entered) = mpsc::unbounded_channel();
+        let (gate, gate_rx) = std::sync::mpsc::channel();
+        let sink = GateSink {
+            written: Arc::clone(&written),
+            entered: entered_tx,
+            gate: gate_rx,
+        };
+        let metrics = OutputMetrics::new();
+        let outputs = Outputs::launch(
+            vec![("gated".to_string(), capacity, Box::new(sink))],
+            metrics.clone(),
+        )
+        .unwrap();
+        Gated {
+            outputs,
+            written,
+            entered,
+            gate,
+            metrics,
+        }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    /// Polls `fut` exactly once.
+    async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+        std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_send_wait_and_nothing_is_dropped() {
+        let mut g = gated(2);
+        let tx = g.outputs.sender("gated").unwrap();
+        assert_eq!(tx.output_name(), "gated");
+        tx.send(ev(0)).await.unwrap();
+        // The writer holds event 0 and is stuck writing it.
+        assert_eq!(g.entered.recv().await, Some(1));
+        tx.send(ev(1)).await.unwrap();
+        tx.send(ev(2)).await.unwrap();
+        assert_eq!(g.outputs.depth("gated"), Some(2));
+        assert_eq!(g.metrics.queue_depth("gated"), 2);
+        {
+            let mut waiting = Box::pin(tx.send(ev(99)));
+            assert!(poll_once(&mut waiting).await.is_pending());
+            assert!(poll_once(&mut waiting).await.is_pending());
+            // Dropped before completing: event 99 was not queued.
+        }
+        assert_eq!(g.outputs.depth("gated"), Some(2));
+
+        let mut later = Box::pin({
+            let tx = tx.clone();
+            async move {
+                tx.send(ev(3)).await?;
+                tx.send(ev(4)).await
+            }
+        });
+        assert!(poll_once(&mut later).await.is_pending());
+        // Let every write through.
+        drop(g.gate);
+        later.await.unwrap();
+
+        assert_eq!(g.outputs.shutdown(far()).await, [("gated".to_string(), 0)]);
+        let want: Vec<Vec<u8>> = (0..5).map(line).collect();
+        assert_eq!(*g.written.lock().unwrap(), want);
+        assert_eq!(g.metrics.events_written("gated"), 5);
+        assert_eq!(g.metrics.events_received("gated", "input-0"), 3);
+        assert_eq!(g.metrics.events_received("gated", "input-1"), 2);
+        assert_eq!(tx.send(ev(5)).await, Err(Closed));
+        assert!(tx.is_closed());
+    }
+
+    #[tokio::test]
+    async fn shutdown_after_the_deadline_counts_what_was_left() {
+        let mut g = gated(10);
+        let tx = g.outputs.sender("gated").unwrap();
+        tx.send(ev(0)).await.unwrap();
+        assert_eq!(g.entered.recv().await, Some(1));
+        for n in 1..4 {
+            tx.send(ev(n)).await.unwrap();
+        }
+        // The write of event 0 never finishes before the deadline.
+        let left = g
+            .outputs
+            .shutdown(Instant::now() + Duration::from_millis(50))
+            .await;
+        assert_eq!(left, [("gated".to_string(), 4)]);
+        assert_eq!(tx.send(ev(4)).await, Err(Closed));
+        g.gate.send(()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_drains_everything_queued_into_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = FileSettings {
+            number_of_files: 1024,
+            ..FileSettings::new(dir.path().join("out"))
+        };
+        let metrics = OutputMetrics::new();
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(settings.clone()),
+                queue_events: 10_000,
+            }],
+            metrics.clone(),
+        )
+        .unwrap();
+        assert_eq!(outputs.names(), ["default"]);
+        assert!(outputs.sender("other").is_none());
+        assert_eq!(outputs.depth("other"), None);
+        let tx = outputs.sender("default").unwrap();
+        let n = 5000;
+        for i in 0..n {
+            tx.send(ev(i)).await.unwrap();
+        }
+        assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        assert_eq!(all_lines(&settings), (0..n).map(line).collect::<Vec<_>>());
+        assert_eq!(metrics.events_written("default"), n as u64);
+        assert_eq!(metrics.queue_depth("default"), 0);
+        assert_eq!(tx.send(ev(0)).await, Err(Closed));
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_is_retried_until_it_succeeds_and_writes_each_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = FileSettings {
+            rotate_every_kb: 1,
+            number_of_files: 3,
+            ..FileSettings::new(dir.path().join("out"))
+        };
+        let metrics = OutputMetrics::new();
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(settings.clone()),
+                queue_events: 64,
+            }],
+            metrics.clone(),
+        )
+        .unwrap();
+        let blocker = RotationBlocker::install(&settings);
+        let tx = outputs.sender("default").unwrap();
+        for i in 0..25 {
+            tx.send(ev(i)).await.unwrap();
+        }
+        // Ten lines fill the first file; the rotation before the eleventh
+        // fails until the blocker is removed.
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while metrics.write_errors("default") < 2 {
+            assert!(Instant::now() < give_up, "no write error seen");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(metrics.events_written("default"), 10);
+        assert!(metrics.events_failed("default") >= metrics.write_errors("default"));
+        blocker.remove();
+        assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        assert_eq!(all_lines(&settings), (0..25).map(line).collect::<Vec<_>>());
+        assert_eq!(metrics.events_written("default"), 25);
+    }
+
+    #[tokio::test]
+    async fn start_fails_naming_the_output_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let err = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(FileSettings::new(plain.join("sub"))),
+                queue_events: 1,
+            }],
+            OutputMetrics::new(),
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("output `default`"), "{msg}");
+        assert!(msg.contains(&*plain.to_string_lossy()), "{msg}");
+    }
+
+    #[test]
+    fn start_needs_a_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = FileSink::open(FileSettings::new(dir.path())).unwrap();
+        let err = Outputs::launch(vec![("o".into(), 1, Box::new(sink))], OutputMetrics::new())
+            .unwrap_err();
+        assert!(err.to_string().contains("tokio runtime"), "{err}");
+    }
+}

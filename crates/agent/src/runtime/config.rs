@@ -1,0 +1,260 @@
+//! The agent's own settings (`agent:` section) and resolving the static
+//! variables in settings that are not inputs (`outputs:`, `agent:`), as
+//! Elastic's standalone manifests do (`hosts: ['${ES_HOST}']`).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use leasehold_policy::subst::{self, Resolved};
+use leasehold_policy::{Policy, Value, Vars};
+
+/// `agent.shutdown_timeout` when not set: below a pod's default 30 s grace.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(25);
+/// Elastic Agent's monitoring port.
+pub const DEFAULT_MONITORING_PORT: u16 = 6791;
+
+/// The `agent:` settings leasehold uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    /// SIGTERM to exit, at most.
+    pub shutdown_timeout: Duration,
+    /// `agent.monitoring.http`: where to serve, when enabled.
+    pub monitoring: Option<SocketAddr>,
+}
+
+/// Substitutes static variables in every string of `v`; `path` names the
+/// setting in errors.
+pub fn resolve(
+    v: &Value,
+    vars: &Vars,
+    default_provider: &str,
+    path: &str,
+) -> Result<Value, String> {
+    Ok(match v {
+        Value::Str(s) if subst::may_contain_vars(s) => {
+            match subst::substitute(s, vars, default_provider)
+                .map_err(|e| format!("`{path}`: {}", e.message))?
+            {
+                Resolved::Value(v) => v,
+                Resolved::Optional(_) => Value::Null,
+                Resolved::NoMatch(r) => {
+                    return Err(format!(
+                        "`{path}`: variable {r} could not be resolved (only env, host, agent and local variables can be used here)"
+                    ));
+                }
+            }
+        }
+        Value::List(items) => Value::List(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| resolve(x, vars, default_provider, &format!("{path}.{i}")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(m) => {
+            let mut out = leasehold_policy::Map::new();
+            for (k, x) in m.iter() {
+                out.insert(
+                    k.clone(),
+                    resolve(x, vars, default_provider, &format!("{path}.{k}"))?,
+                );
+            }
+            Value::Map(out)
+        }
+        other => other.clone(),
+    })
+}
+
+/// A section of the policy with static variables resolved (`Null` when
+/// absent).
+pub fn section(policy: &Policy, name: &str, vars: &Vars) -> Result<Value, String> {
+    match policy.section(name) {
+        None => Ok(Value::Null),
+        Some(n) => resolve(&n.to_value(), vars, &policy.default_provider(), name),
+    }
+}
+
+/// Parses a duration: whole seconds as a number, or text such as `25s`,
+/// `1m30s`, `500ms`.
+pub fn parse_duration(v: &Value) -> Result<Duration, String> {
+    match v {
+        Value::Int(i) if *i > 0 => Ok(Duration::from_secs(*i as u64)),
+        Value::Float(f) if *f > 0.0 && f.is_finite() => {
+            Duration::try_from_secs_f64(*f).map_err(|e| e.to_string())
+        }
+        Value::Str(s) => {
+            let mut total = Duration::ZERO;
+            let mut rest = s.trim();
+            if rest.is_empty() {
+                return Err("empty duration".into());
+            }
+            while !rest.is_empty() {
+                let digits = rest
+                    .find(|c: char| !c.is_ascii_digit() && c != '.')
+                    .unwrap_or(rest.len());
+                let number: f64 = rest[..digits]
+                    .parse()
+                    .map_err(|_| format!("{s:?} is not a duration"))?;
+                rest = &rest[digits..];
+                let unit_len = rest
+                    .find(|c: char| c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                let scale = match &rest[..unit_len] {
+                    "ms" => 0.001,
+                    "s" => 1.0,
+                    "m" => 60.0,
+                    "h" => 3600.0,
+                    _ => return Err(format!("{s:?} is not a duration")),
+                };
+                total += Duration::try_from_secs_f64(number * scale)
+                    .map_err(|_| format!("{s:?} is not a duration"))?;
+                rest = &rest[unit_len..];
+            }
+            Ok(total)
+        }
+        other => Err(format!(
+            "must be a duration such as `25s`, found {}",
+            other.type_name()
+        )),
+    }
+}
+
+impl AgentSettings {
+    /// Reads the resolved `agent:` section; every problem is listed with
+    /// its key.
+    pub fn from_section(agent: &Value) -> Result<AgentSettings, Vec<String>> {
+        let mut errors = Vec::new();
+        let get = |path: &str| -> Option<&Value> {
+            let mut at = agent;
+            for seg in path.split('.') {
+                match at {
+                    Value::Map(m) => at = m.get(seg)?,
+                    _ => return None,
+                }
+            }
+            Some(at)
+        };
+        let shutdown_timeout = match get("shutdown_timeout") {
+            None | Some(Value::Null) => DEFAULT_SHUTDOWN_TIMEOUT,
+            Some(v) => match parse_duration(v) {
+                Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(3600) => d,
+                Ok(_) => {
+                    errors.push("`agent.shutdown_timeout` must be between 1s and 1h".to_string());
+                    DEFAULT_SHUTDOWN_TIMEOUT
+                }
+                Err(e) => {
+                    errors.push(format!("`agent.shutdown_timeout`: {e}"));
+                    DEFAULT_SHUTDOWN_TIMEOUT
+                }
+            },
+        };
+        let enabled = match get("monitoring.http.enabled") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                errors.push(format!(
+                    "`agent.monitoring.http.enabled` must be a boolean, found {}",
+                    other.type_name()
+                ));
+                false
+            }
+        };
+        let host = match get("monitoring.http.host") {
+            None | Some(Value::Null) => "localhost".to_string(),
+            Some(Value::Str(s)) => s.clone(),
+            Some(other) => {
+                errors.push(format!(
+                    "`agent.monitoring.http.host` must be a string, found {}",
+                    other.type_name()
+                ));
+                "localhost".into()
+            }
+        };
+        let port = match get("monitoring.http.port") {
+            None | Some(Value::Null) => DEFAULT_MONITORING_PORT,
+            Some(Value::Int(p)) if (0..=65535).contains(p) => *p as u16,
+            Some(Value::Str(s)) if s.parse::<u16>().is_ok() => {
+                s.parse().unwrap_or(DEFAULT_MONITORING_PORT)
+            }
+            Some(other) => {
+                errors.push(format!(
+                    "`agent.monitoring.http.port` must be a port number (0-65535), found {}",
+                    other.to_subst_text()
+                ));
+                DEFAULT_MONITORING_PORT
+            }
+        };
+        let monitoring = if enabled {
+            match listen_addr(&host, port) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    errors.push(format!("`agent.monitoring.http.host`: {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if errors.is_empty() {
+            Ok(AgentSettings {
+                shutdown_timeout,
+                monitoring,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// Resolves `host:port` to one address to listen on.
+pub fn listen_addr(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host:?} has no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(yaml: &str) -> Result<AgentSettings, Vec<String>> {
+        let p = Policy::parse(yaml, "a.yml").unwrap();
+        AgentSettings::from_section(&section(&p, "agent", &Vars::new()).unwrap())
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let a = agent("inputs: []\n").unwrap();
+        assert_eq!(a.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
+        assert_eq!(a.monitoring, None);
+        let a = agent("agent:\n  shutdown_timeout: 1m30s\n  monitoring:\n    http: {enabled: true, host: 127.0.0.1, port: 0}\n").unwrap();
+        assert_eq!(a.shutdown_timeout, Duration::from_secs(90));
+        assert_eq!(a.monitoring, Some("127.0.0.1:0".parse().unwrap()));
+        let e = agent("agent:\n  shutdown_timeout: soon\n  monitoring:\n    http: {enabled: yes please, port: 70000}\n").unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(e[0].contains("`agent.shutdown_timeout`"), "{e:?}");
+    }
+
+    #[test]
+    fn static_variables_resolve_in_settings() {
+        let p = Policy::parse("outputs:\n  default:\n    path: ${env.DIR}/out\n", "o.yml").unwrap();
+        let mut vars = Vars::new();
+        vars.set_provider(
+            "env",
+            Value::Map(
+                [("DIR".to_string(), Value::Str("/data".into()))]
+                    .into_iter()
+                    .collect(),
+            ),
+        );
+        let v = section(&p, "outputs", &vars).unwrap();
+        assert_eq!(
+            v.lookup_path("default.path"),
+            Some(&Value::Str("/data/out".into()))
+        );
+        let e = section(&p, "outputs", &Vars::new()).unwrap_err();
+        assert!(e.contains("`outputs.default.path`"), "{e}");
+    }
+}

@@ -1,0 +1,305 @@
+//! The agent's elections: one elector per election the policy refers to,
+//! the variables each publishes, the leadership term gated inputs are bound
+//! to, and the acquisition deferral that spreads several elections across
+//! the agents.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_election::{ElectionHandle, Elector, Leadership, Metrics, StateChange, Timings};
+use leasehold_policy::elections::{ElectionSpec, PROVIDER};
+use leasehold_policy::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::kubeconn::Connection;
+use crate::monitor::status::{ElectionState, ElectionStatus};
+
+/// What electors tell the runtime.
+pub enum ElectionEvent {
+    /// A term began: gated inputs of this election now run under it.
+    Leading {
+        /// Election key.
+        key: usize,
+        /// The term.
+        term: i64,
+        /// Cancelled at step-down.
+        token: CancellationToken,
+        /// The term's gated inputs; step-down waits for it to empty.
+        tracker: TaskTracker,
+    },
+    /// The term ended (its token was cancelled).
+    SteppedDown {
+        /// Election key.
+        key: usize,
+        /// The term.
+        term: i64,
+    },
+    /// The elector's view changed (for holder and status).
+    State {
+        /// Election key.
+        key: usize,
+        /// The new state.
+        state: Leadership,
+    },
+}
+
+/// A term this agent leads.
+#[derive(Clone)]
+pub struct LeaderTerm {
+    /// `leaseTransitions` of the term.
+    pub term: i64,
+    /// Cancelled at step-down.
+    pub token: CancellationToken,
+    /// Where the term's gated inputs are spawned.
+    pub tracker: TaskTracker,
+}
+
+/// One running election.
+pub struct Election {
+    /// Unique for the agent's lifetime (survives reloads of other elections).
+    pub key: usize,
+    /// As the policy gives it.
+    pub spec: ElectionSpec,
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The running elector; `None` until connected.
+    pub handle: Option<ElectionHandle>,
+    /// The term this agent leads, if any.
+    pub leading: Option<LeaderTerm>,
+    /// The holder as last seen.
+    pub holder: Option<String>,
+    /// For status.
+    pub state: ElectionState,
+    /// Its place in this agent's order of preference (spread).
+    pub rank: u32,
+    /// The deferral last given to the elector.
+    pub deferred: Duration,
+}
+
+impl Election {
+    /// Timings of the spec.
+    pub fn timings(&self) -> Timings {
+        timings_of(&self.spec)
+    }
+
+    /// The `{leader, term, holder}` variables.
+    pub fn vars(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("leader", Value::Bool(self.leading.is_some()));
+        m.insert(
+            "term",
+            self.leading
+                .as_ref()
+                .map_or(Value::Null, |t| Value::Int(t.term)),
+        );
+        m.insert(
+            "holder",
+            self.holder.clone().map_or(Value::Null, Value::Str),
+        );
+        Value::Map(m)
+    }
+
+    /// For `/status`.
+    pub fn status(&self) -> ElectionStatus {
+        ElectionStatus {
+            lease: self.spec.lease.clone(),
+            namespace: self.namespace.clone(),
+            state: self.state.clone(),
+            holder: self.holder.clone(),
+            term: self
+                .leading
+                .as_ref()
+                .and_then(|t| u64::try_from(t.term).ok()),
+        }
+    }
+
+    /// How long a gated child process gets between SIGTERM and SIGKILL:
+    /// a quarter of lease duration − renew deadline, so it is gone well
+    /// before anyone else can see the lease expire.
+    pub fn stop_grace(&self) -> Duration {
+        let t = self.timings();
+        ((t.lease_duration() - t.renew_deadline()) / 4).min(crate::inputs::exec::DEFAULT_STOP_GRACE)
+    }
+}
+
+/// The timings of `spec` (validated by `check` before).
+pub fn timings_of(spec: &ElectionSpec) -> Timings {
+    let [d, r, p] = spec.timings_s;
+    Timings::new(
+        Duration::from_secs(d),
+        Duration::from_secs(r),
+        Duration::from_secs(p),
+    )
+    .unwrap_or_default()
+}
+
+/// The `kubernetes_leaderelection` provider value for all elections.
+pub fn provider_value(elections: &[Election]) -> Option<Value> {
+    if elections.is_empty() {
+        return None;
+    }
+    let mut m = Map::new();
+    for e in elections {
+        match &e.spec.name {
+            None => return Some(e.vars()),
+            Some(n) => m.insert(n.clone(), e.vars()),
+        }
+    }
+    Some(Value::Map(m))
+}
+
+/// The provider name, for [`leasehold_policy::Vars::set_provider`].
+pub const PROVIDER_NAME: &str = PROVIDER;
+
+/// Starts the elector of `e` with connection `conn` and identity.
+pub fn start(
+    e: &Election,
+    conn: &Connection,
+    identity: &str,
+    tx: UnboundedSender<ElectionEvent>,
+    metrics: Arc<dyn Metrics>,
+) -> Result<ElectionHandle, String> {
+    let key = e.key;
+    let state_tx = tx.clone();
+    Elector::builder(
+        conn.client.clone(),
+        e.namespace.clone(),
+        e.spec.lease.clone(),
+        identity.to_string(),
+    )
+    .connection_info(conn.server.clone(), conn.user.clone())
+    .timings(e.timings())
+    .release_on_shutdown(e.spec.release_on_shutdown)
+    .metrics(metrics)
+    .on_state(move |c: &StateChange| {
+        let _ = state_tx.send(ElectionEvent::State {
+            key,
+            state: c.state.clone(),
+        });
+    })
+    .on_leading(move |term, token| {
+        let tx = tx.clone();
+        async move {
+            let term = i64::from(term.transitions);
+            let tracker = TaskTracker::new();
+            let _ = tx.send(ElectionEvent::Leading {
+                key,
+                term,
+                token: token.clone(),
+                tracker: tracker.clone(),
+            });
+            token.cancelled().await;
+            let _ = tx.send(ElectionEvent::SteppedDown { key, term });
+            // Step-down completes when every gated input of the term is
+            // gone (their tokens are children of this one).
+            tracker.close();
+            tracker.wait().await;
+        }
+    })
+    .spawn()
+    .map_err(|e| e.to_string())
+}
+
+/// The acquisition deferral of each election (same order), so that with N
+/// elections an agent already leading k of them waits `unit × (N·k +
+/// rank)` before taking a free lease: agents leading fewer elections always
+/// come first, and among equals the per-agent random rank breaks ties.
+/// `unit` is half the retry period. One election: no deferral.
+pub fn deferrals(elections: &[Election]) -> Vec<Duration> {
+    let n = elections.len() as u32;
+    let led = elections.iter().filter(|e| e.leading.is_some()).count() as u32;
+    elections
+        .iter()
+        .map(|e| {
+            if n <= 1 {
+                return Duration::ZERO;
+            }
+            let others = led - u32::from(e.leading.is_some());
+            e.timings().retry_period() / 2 * (n * others + e.rank)
+        })
+        .collect()
+}
+
+/// A random permutation of `0..n` for this agent's election ranks.
+pub fn ranks(n: usize, seed: u64) -> Vec<u32> {
+    let mut r: Vec<u32> = (0..n as u32).collect();
+    let mut x = seed | 1;
+    for i in (1..r.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_policy::elections::DEFAULT_HANDOVER_AFTER_FAILURES;
+
+    fn election(key: usize, rank: u32, leading: bool) -> Election {
+        Election {
+            key,
+            spec: ElectionSpec {
+                name: Some(format!("e{key}")),
+                lease: format!("l{key}"),
+                namespace: None,
+                identity: None,
+                kube_config: None,
+                timings_s: [15, 10, 2],
+                release_on_shutdown: true,
+                handover_after_failures: DEFAULT_HANDOVER_AFTER_FAILURES,
+            },
+            namespace: "ns".into(),
+            handle: None,
+            leading: leading.then(|| LeaderTerm {
+                term: 1,
+                token: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+            }),
+            holder: None,
+            state: ElectionState::Unknown,
+            rank,
+            deferred: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn busier_agents_wait_longer_than_any_idle_one() {
+        let s = Duration::from_secs(1);
+        // Idle agent: only its rank.
+        let idle = [election(0, 1, false), election(1, 0, false)];
+        assert_eq!(deferrals(&idle), vec![s, Duration::ZERO]);
+        // Leading e0: e1 waits 2 × 1 + 0 units, more than any idle rank.
+        let busy = [election(0, 1, true), election(1, 0, false)];
+        assert_eq!(deferrals(&busy), vec![s, 2 * s]);
+        assert!(deferrals(&busy)[1] > deferrals(&idle).into_iter().max().unwrap());
+        // One election: never deferred.
+        assert_eq!(deferrals(&[election(0, 0, true)]), vec![Duration::ZERO]);
+    }
+
+    #[test]
+    fn ranks_are_permutations() {
+        for seed in 0..50 {
+            let mut r = ranks(5, seed);
+            r.sort_unstable();
+            assert_eq!(r, vec![0, 1, 2, 3, 4]);
+        }
+    }
+
+    #[test]
+    fn variables_follow_the_term() {
+        let e = election(0, 0, true);
+        let Value::Map(m) = e.vars() else { panic!() };
+        assert_eq!(m.get("leader"), Some(&Value::Bool(true)));
+        assert_eq!(m.get("term"), Some(&Value::Int(1)));
+        let f = election(1, 0, false);
+        let Value::Map(m) = provider_value(&[e, f]).unwrap() else {
+            panic!()
+        };
+        assert!(m.contains_key("e0") && m.contains_key("e1"));
+    }
+}

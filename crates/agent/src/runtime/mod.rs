@@ -1,0 +1,775 @@
+//! The agent runtime behind `leasehold run`: providers publish variables,
+//! the policy renders into the desired inputs, and the reconciler keeps the
+//! running inputs equal to them.
+//!
+//! Leader-gated inputs (whose conditions read an election's variables) run
+//! under that election's term: their cancellation is a child of the term's
+//! token, they are tracked by the term, and the elector's step-down waits
+//! for them. Stopping never waits for the reconciler.
+
+pub mod config;
+pub mod elections;
+pub mod providers;
+pub mod reconcile;
+pub mod sink;
+pub mod supervisor;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold_election::{Leadership, Metrics, SimpleMetrics};
+use leasehold_policy::render::stable_hash;
+use leasehold_policy::{Policy, Severity, Value, Vars};
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::config::AgentSettings;
+use self::elections::{Election, ElectionEvent};
+use self::reconcile::{Action, Binding, Instance};
+use self::sink::{AgentFields, EventSink, TermStamp};
+use self::supervisor::{GatedFailure, Supervised};
+use crate::inputs::{self, InputSpec};
+use crate::kubeconn::{self, Connection};
+use crate::monitor::metrics::AgentMetrics;
+use crate::monitor::status::{DroppedInput, ElectionState, OutputStatus, StatusBoard};
+use crate::monitor::{Monitor, SharedRegistry};
+use crate::outputs::{self, OutputMetrics, Outputs};
+
+/// How often the policy file is checked for changes.
+const POLICY_POLL: Duration = Duration::from_secs(1);
+/// Wait before retrying a connection that failed.
+const CONNECT_RETRY: Duration = Duration::from_secs(10);
+
+/// Options of `leasehold run` that are not in the policy.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The policy file.
+    pub policy_path: PathBuf,
+    /// `--http`: serve monitoring here, whatever the policy says.
+    pub http: Option<std::net::SocketAddr>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// A policy that passed every check, with what was derived from it.
+pub struct Loaded {
+    /// The policy.
+    pub policy: Policy,
+    /// Its file's bytes, to notice changes.
+    pub text: String,
+    /// Static variables.
+    pub vars: Vars,
+    /// `agent:` settings.
+    pub settings: AgentSettings,
+    /// `outputs:` settings.
+    pub outputs: Vec<outputs::OutputSettings>,
+    /// The elections some input refers to.
+    pub elections: Vec<leasehold_policy::elections::ElectionSpec>,
+}
+
+/// The static provider values, read once.
+pub struct Statics {
+    /// `env`.
+    pub env: Value,
+    /// `host`.
+    pub host: Value,
+    /// `agent`.
+    pub agent: Value,
+    /// The agent's fields on events.
+    pub fields: AgentFields,
+}
+
+/// Reads and checks a policy: every problem with file:line:column, the
+/// same as `check` says, plus what only the agent can find (settings that
+/// do not resolve).
+pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![format!("{}: cannot read: {e}", path.display())])?;
+    let policy =
+        Policy::parse(&text, &path.display().to_string()).map_err(|e| vec![e.to_string()])?;
+    let diags = crate::cli::check::diagnostics(&policy, None);
+    let errors: Vec<String> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    for d in diags.iter().filter(|d| d.severity == Severity::Warning) {
+        tracing::warn!("{d}");
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let file = policy.file.clone();
+    let vars = providers::static_vars(&policy, &statics.env, &statics.host, &statics.agent);
+    let mut errors = Vec::new();
+    let settings = config::section(&policy, "agent", &vars)
+        .map_err(|e| vec![e])
+        .and_then(|v| AgentSettings::from_section(&v))
+        .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
+        .ok();
+    let outs = config::section(&policy, "outputs", &vars)
+        .map_err(|e| vec![e])
+        .and_then(|v| match v {
+            Value::Null => Err(vec![
+                "no `outputs:` section: define at least `outputs.default`".to_string(),
+            ]),
+            v => outputs::parse_outputs(&v).map_err(|errs| {
+                errs.into_iter()
+                    .map(|e| format!("`{}`: {}", e.path, e.message))
+                    .collect()
+            }),
+        })
+        .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
+        .ok();
+    let elections = leasehold_policy::elections::elections(&policy, &vars)
+        .map_err(|e| errors.push(e.to_string()))
+        .ok();
+    match (settings, outs, elections) {
+        (Some(settings), Some(outputs), Some(elections)) if errors.is_empty() => Ok(Loaded {
+            policy,
+            text,
+            vars,
+            settings,
+            outputs,
+            elections,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// One running input instance.
+struct Running {
+    instance: Instance,
+    spec: InputSpec,
+    cancel: CancellationToken,
+    abandon: CancellationToken,
+    join: JoinHandle<()>,
+    grace: Duration,
+}
+
+/// The agent.
+pub struct Agent {
+    opts: RunOptions,
+    statics: Statics,
+    loaded: Loaded,
+    outputs: Outputs,
+    elections: Vec<Election>,
+    next_key: usize,
+    rank_seed: u64,
+    connections: HashMap<Option<String>, Connection>,
+    running: HashMap<String, Running>,
+    stopping: Vec<(JoinHandle<()>, CancellationToken, Instant)>,
+    board: StatusBoard,
+    metrics: AgentMetrics,
+    election_metrics: Arc<SimpleMetrics>,
+    monitor: Option<Arc<Monitor>>,
+    events_tx: UnboundedSender<ElectionEvent>,
+    events_rx: UnboundedReceiver<ElectionEvent>,
+    failures_tx: UnboundedSender<GatedFailure>,
+    failures_rx: UnboundedReceiver<GatedFailure>,
+    retry_tx: UnboundedSender<usize>,
+    retry_rx: UnboundedReceiver<usize>,
+}
+
+impl Agent {
+    /// Starts outputs and the monitoring server; elections and inputs start
+    /// in [`Agent::run`].
+    pub async fn start(
+        opts: RunOptions,
+        statics: Statics,
+        loaded: Loaded,
+    ) -> Result<Agent, String> {
+        let mut registry = Registry::default();
+        let metrics = AgentMetrics::register(&mut registry);
+        metrics.set_identity(&statics.fields.name);
+        let election_metrics = Arc::new(SimpleMetrics::register(&mut registry));
+        let output_metrics = OutputMetrics::register(&mut registry);
+        let registry: SharedRegistry = Arc::new(Mutex::new(registry));
+        let board = StatusBoard::new();
+        board.set_identity(statics.fields.name.clone());
+        board.policy_loaded(opts.policy_path.display().to_string());
+        let outputs = Outputs::start(loaded.outputs.clone(), output_metrics)
+            .map_err(|e| format!("cannot start outputs: {e}"))?;
+        let monitor = match opts.http.or(loaded.settings.monitoring) {
+            None => None,
+            Some(addr) => {
+                let m = Arc::new(Monitor::new(board.clone(), registry.clone()));
+                let (bound, _join) = m
+                    .clone()
+                    .serve(addr, CancellationToken::new())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!("monitoring on http://{bound} (/livez, /readyz, /metrics, /status)");
+                Some(m)
+            }
+        };
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (failures_tx, failures_rx) = mpsc::unbounded_channel();
+        let (retry_tx, retry_rx) = mpsc::unbounded_channel();
+        let rank_seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        let agent = Agent {
+            opts,
+            statics,
+            loaded,
+            outputs,
+            elections: Vec::new(),
+            next_key: 0,
+            rank_seed,
+            connections: HashMap::new(),
+            running: HashMap::new(),
+            stopping: Vec::new(),
+            board,
+            metrics,
+            election_metrics,
+            monitor,
+            events_tx,
+            events_rx,
+            failures_tx,
+            failures_rx,
+            retry_tx,
+            retry_rx,
+        };
+        agent.publish_outputs();
+        Ok(agent)
+    }
+
+    /// Runs until SIGTERM or SIGINT, then shuts down; returns the exit code.
+    pub async fn run(mut self) -> i32 {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return 1;
+        };
+        let specs = self.loaded.elections.clone();
+        self.start_elections(specs).await;
+        self.reconcile();
+        self.board.set_ready(true, "running");
+        let mut poll = tokio::time::interval(POLICY_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+                _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+                _ = hup.recv() => self.reload("SIGHUP").await,
+                _ = poll.tick() => {
+                    if self.policy_changed() {
+                        self.reload("policy file changed").await;
+                    }
+                    self.publish_outputs();
+                    self.prune_stopping();
+                }
+                Some(ev) = self.events_rx.recv() => {
+                    self.on_election_event(ev);
+                    while let Ok(ev) = self.events_rx.try_recv() {
+                        self.on_election_event(ev);
+                    }
+                    self.update_deferrals();
+                    self.reconcile();
+                }
+                Some(f) = self.failures_rx.recv() => self.on_gated_failure(f),
+                Some(key) = self.retry_rx.recv() => {
+                    self.connect_election(key).await;
+                }
+            }
+        }
+        self.shutdown().await;
+        0
+    }
+
+    fn policy_changed(&self) -> bool {
+        match std::fs::read_to_string(&self.opts.policy_path) {
+            Ok(text) => text != self.loaded.text,
+            // A missing file is reported at reload; the running policy stays.
+            Err(_) => false,
+        }
+    }
+
+    async fn reload(&mut self, why: &str) {
+        let new = match load(&self.opts.policy_path, &self.statics) {
+            Ok(l) => l,
+            Err(errors) => {
+                for e in &errors {
+                    tracing::error!("policy reload ({why}) rejected: {e}");
+                }
+                self.board.policy_rejected(errors.join("; "));
+                self.metrics.policy_reload(false);
+                // Do not report the same bad file every second.
+                if let Ok(text) = std::fs::read_to_string(&self.opts.policy_path) {
+                    self.loaded.text = text;
+                }
+                return;
+            }
+        };
+        tracing::info!("policy reloaded ({why})");
+        if new.outputs != self.loaded.outputs {
+            tracing::warn!(
+                "`outputs:` changed; output changes take effect when the agent restarts"
+            );
+        }
+        if new.settings != self.loaded.settings {
+            tracing::warn!("`agent:` settings changed; they take effect when the agent restarts");
+        }
+        let old_specs: Vec<_> = self.elections.iter().map(|e| e.spec.clone()).collect();
+        let (outputs, settings) = (self.loaded.outputs.clone(), self.loaded.settings.clone());
+        self.loaded = Loaded {
+            outputs,
+            settings,
+            ..new
+        };
+        if old_specs != self.loaded.elections {
+            let keep: Vec<_> = self.loaded.elections.clone();
+            let (stay, go): (Vec<Election>, Vec<Election>) = std::mem::take(&mut self.elections)
+                .into_iter()
+                .partition(|e| keep.contains(&e.spec));
+            self.elections = stay;
+            for e in go {
+                self.board.remove_election(e.spec.label());
+                if let Some(h) = e.handle {
+                    tracing::info!(lease = %e.spec.lease, "election removed from the policy: stepping down");
+                    h.shutdown().await;
+                }
+            }
+            let new_specs: Vec<_> = keep
+                .into_iter()
+                .filter(|s| !self.elections.iter().any(|e| &e.spec == s))
+                .collect();
+            self.start_elections(new_specs).await;
+        }
+        self.board
+            .policy_loaded(self.opts.policy_path.display().to_string());
+        self.metrics.policy_reload(true);
+        self.reconcile();
+    }
+
+    async fn start_elections(&mut self, specs: Vec<leasehold_policy::elections::ElectionSpec>) {
+        let total = self.elections.len() + specs.len();
+        let ranks = elections::ranks(total, self.rank_seed);
+        for spec in specs {
+            let key = self.next_key;
+            self.next_key += 1;
+            let namespace = spec
+                .namespace
+                .clone()
+                .unwrap_or_else(kubeconn::default_namespace);
+            self.elections.push(Election {
+                key,
+                spec,
+                namespace,
+                handle: None,
+                leading: None,
+                holder: None,
+                state: ElectionState::Unknown,
+                rank: 0,
+                deferred: Duration::ZERO,
+            });
+            self.connect_election(key).await;
+        }
+        for (e, r) in self.elections.iter_mut().zip(ranks) {
+            e.rank = r;
+        }
+        self.update_deferrals();
+        self.publish_elections();
+    }
+
+    async fn connect_election(&mut self, key: usize) {
+        let Some(i) = self.elections.iter().position(|e| e.key == key) else {
+            return;
+        };
+        if self.elections[i].handle.is_some() {
+            return;
+        }
+        let kc = self.elections[i].spec.kube_config.clone();
+        if !self.connections.contains_key(&kc) {
+            let path = kc
+                .as_deref()
+                .map(Path::new)
+                .or(self.opts.kubeconfig.as_deref());
+            match kubeconn::connect(path).await {
+                Ok(c) => {
+                    self.connections.insert(kc.clone(), c);
+                }
+                Err(e) => {
+                    tracing::error!(lease = %self.elections[i].spec.lease, "cannot connect to the API server: {e}; retrying in {CONNECT_RETRY:?} (node-local inputs keep running)");
+                    let tx = self.retry_tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(CONNECT_RETRY).await;
+                        let _ = tx.send(key);
+                    });
+                    return;
+                }
+            }
+        }
+        let Some(conn) = self.connections.get(&kc) else {
+            return;
+        };
+        let e = &self.elections[i];
+        let identity = e
+            .spec
+            .identity
+            .clone()
+            .unwrap_or_else(|| self.statics.fields.name.clone());
+        let metrics: Arc<dyn Metrics> = self.election_metrics.clone();
+        match elections::start(e, conn, &identity, self.events_tx.clone(), metrics) {
+            Ok(h) => {
+                if let Some(m) = &self.monitor {
+                    let health = h.health();
+                    m.add_liveness_check(
+                        format!("election {}", e.spec.label()),
+                        Arc::new(move || health.check()),
+                    );
+                }
+                tracing::info!(lease = %e.spec.lease, namespace = %e.namespace, identity = %identity, "joined election {}", e.spec.label());
+                self.elections[i].handle = Some(h);
+            }
+            Err(err) => {
+                tracing::error!(lease = %e.spec.lease, "cannot start election {}: {err}", e.spec.label());
+            }
+        }
+    }
+
+    fn on_election_event(&mut self, ev: ElectionEvent) {
+        match ev {
+            ElectionEvent::Leading {
+                key,
+                term,
+                token,
+                tracker,
+            } => {
+                if let Some(e) = self.elections.iter_mut().find(|e| e.key == key)
+                    && !token.is_cancelled()
+                {
+                    tracing::info!(lease = %e.spec.lease, term, "leading election {}", e.spec.label());
+                    e.leading = Some(elections::LeaderTerm {
+                        term,
+                        token,
+                        tracker,
+                    });
+                    e.state = ElectionState::Leading;
+                    e.holder = Some(self.statics.fields.name.clone());
+                }
+            }
+            ElectionEvent::SteppedDown { key, term } => {
+                if let Some(e) = self.elections.iter_mut().find(|e| e.key == key)
+                    && e.leading.as_ref().is_some_and(|t| t.term == term)
+                {
+                    tracing::info!(lease = %e.spec.lease, term, "stepped down in election {}", e.spec.label());
+                    e.leading = None;
+                    if e.state == ElectionState::Leading {
+                        e.state = ElectionState::Unknown;
+                    }
+                }
+            }
+            ElectionEvent::State { key, state } => {
+                if let Some(e) = self.elections.iter_mut().find(|e| e.key == key) {
+                    match state {
+                        Leadership::Following { holder } => {
+                            e.state = ElectionState::Following;
+                            e.holder = holder;
+                        }
+                        Leadership::Leading { .. } => e.state = ElectionState::Leading,
+                        Leadership::Stopped => e.state = ElectionState::Stopped,
+                        _ => e.state = ElectionState::Unknown,
+                    }
+                    // A term token cancelled behind our back (shutdown) ends it too.
+                    if e.leading.as_ref().is_some_and(|t| t.token.is_cancelled()) {
+                        e.leading = None;
+                    }
+                }
+            }
+        }
+        self.publish_elections();
+    }
+
+    fn update_deferrals(&mut self) {
+        let delays = elections::deferrals(&self.elections);
+        for (e, d) in self.elections.iter_mut().zip(delays) {
+            if e.deferred != d
+                && let Some(h) = &e.handle
+            {
+                h.defer_acquisition(d);
+                e.deferred = d;
+            }
+        }
+    }
+
+    fn on_gated_failure(&mut self, f: GatedFailure) {
+        let Some(e) = self.elections.iter().find(|e| e.key == f.election) else {
+            return;
+        };
+        let Some(t) = &e.leading else { return };
+        if t.term != f.term || f.failures < e.spec.handover_after_failures {
+            return;
+        }
+        let hold_back = e.timings().lease_duration() * 2;
+        tracing::warn!(
+            lease = %e.spec.lease,
+            input = %f.id,
+            "input failed {} times in a row while leading; handing the lease over and holding back for {hold_back:?} so a healthy agent takes the work (this agent stays a candidate)",
+            f.failures
+        );
+        if let Some(h) = &e.handle {
+            h.resigner().resign(hold_back);
+        }
+    }
+
+    fn vars(&self) -> Vars {
+        let mut vars = self.loaded.vars.clone();
+        if let Some(v) = elections::provider_value(&self.elections) {
+            vars.set_provider(elections::PROVIDER_NAME, v);
+        }
+        vars
+    }
+
+    /// Makes the running inputs equal to what the policy renders to now.
+    fn reconcile(&mut self) {
+        let vars = self.vars();
+        let rendered = match leasehold_policy::render(&self.loaded.policy, &vars) {
+            Ok(r) => r,
+            Err(e) => {
+                // Inputs that were running keep running; stops by term still
+                // happen through the term tokens.
+                tracing::error!("rendering the policy failed: {e}");
+                self.board.policy_rejected(e.to_string());
+                return;
+            }
+        };
+        let mut dropped: Vec<DroppedInput> = rendered
+            .dropped
+            .iter()
+            .map(|d| DroppedInput {
+                id: d.id.clone(),
+                reason: d.reason.clone(),
+            })
+            .collect();
+        let mut desired: Vec<(Instance, InputSpec)> = Vec::new();
+        for ri in &rendered.inputs {
+            let election = ri
+                .condition_vars
+                .iter()
+                .find_map(|v| self.elections.iter().find(|e| e.spec.owns_var(v)));
+            let binding = election.and_then(|e| {
+                e.leading.as_ref().map(|t| Binding {
+                    election: e.key,
+                    term: t.term,
+                })
+            });
+            let spec = match inputs::build(&ri.config) {
+                Ok(s) => s,
+                Err(problems) => {
+                    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    dropped.push(DroppedInput {
+                        id: ri.id.clone(),
+                        reason: text.join("; "),
+                    });
+                    continue;
+                }
+            };
+            if self.outputs.sender(&spec.use_output).is_none() {
+                dropped.push(DroppedInput {
+                    id: ri.id.clone(),
+                    reason: format!(
+                        "use_output names output `{}`, which is not defined (defined: {})",
+                        spec.use_output,
+                        self.outputs.names().join(", ")
+                    ),
+                });
+                continue;
+            }
+            desired.push((
+                Instance {
+                    id: ri.id.clone(),
+                    config_hash: stable_hash(&ri.config),
+                    binding,
+                },
+                spec,
+            ));
+        }
+        let running: Vec<Instance> = self.running.values().map(|r| r.instance.clone()).collect();
+        let wanted: Vec<Instance> = desired.iter().map(|(i, _)| i.clone()).collect();
+        for action in reconcile::plan(&wanted, &running) {
+            match action {
+                Action::Stop(id) => self.stop_input(&id),
+                Action::Restart(id) => {
+                    self.stop_input(&id);
+                    if let Some((i, s)) = desired.iter().find(|(i, _)| i.id == id) {
+                        self.start_input(i.clone(), s.clone());
+                    }
+                }
+                Action::Start(id) => {
+                    if let Some((i, s)) = desired.iter().find(|(i, _)| i.id == id) {
+                        self.start_input(i.clone(), s.clone());
+                    }
+                }
+            }
+        }
+        self.board.set_dropped(dropped);
+    }
+
+    fn start_input(&mut self, instance: Instance, spec: InputSpec) {
+        let Some(sender) = self.outputs.sender(&spec.use_output) else {
+            return;
+        };
+        let term = instance.binding.and_then(|b| {
+            self.elections
+                .iter()
+                .find(|e| e.key == b.election)
+                .and_then(|e| e.leading.clone().map(|t| (e, t)))
+        });
+        let (cancel, stamp, grace, tracker, gated) = match &term {
+            Some((e, t)) => (
+                t.token.child_token(),
+                Some(TermStamp {
+                    lease: e.spec.lease.clone(),
+                    term: t.term,
+                    token: t.token.clone(),
+                }),
+                e.stop_grace(),
+                Some(t.tracker.clone()),
+                Some((e.key, t.term, self.failures_tx.clone())),
+            ),
+            None => (
+                CancellationToken::new(),
+                None,
+                inputs::exec::DEFAULT_STOP_GRACE,
+                None,
+                None,
+            ),
+        };
+        let abandon = CancellationToken::new();
+        let sink = EventSink::new(
+            &instance.id,
+            &spec.type_name,
+            &self.statics.fields,
+            &spec.data_stream,
+            stamp,
+            abandon.clone(),
+            sender,
+            self.metrics.clone(),
+        );
+        let sup = Supervised {
+            id: instance.id.clone(),
+            spec: spec.clone(),
+            sink,
+            cancel: cancel.clone(),
+            stop_grace: grace,
+            gated,
+            board: self.board.clone(),
+            metrics: self.metrics.clone(),
+        };
+        let join = match tracker {
+            Some(t) => t.spawn(supervisor::supervise(sup)),
+            None => tokio::spawn(supervisor::supervise(sup)),
+        };
+        tracing::info!(input = %instance.id, r#type = %spec.type_name, gated = instance.binding.is_some(), "input started");
+        self.board
+            .input_started(instance.id.clone(), spec.type_name.clone());
+        self.running.insert(
+            instance.id.clone(),
+            Running {
+                instance,
+                spec,
+                cancel,
+                abandon,
+                join,
+                grace,
+            },
+        );
+    }
+
+    fn stop_input(&mut self, id: &str) {
+        if let Some(r) = self.running.remove(id) {
+            r.cancel.cancel();
+            tracing::info!(input = %id, r#type = %r.spec.type_name, "input stopped");
+            self.board.input_stopped(id);
+            // A stopping input may wait for queue room only a while.
+            self.stopping
+                .push((r.join, r.abandon, Instant::now() + r.grace * 2));
+        }
+    }
+
+    fn prune_stopping(&mut self) {
+        let now = Instant::now();
+        self.stopping.retain(|(join, abandon, until)| {
+            if now >= *until {
+                abandon.cancel();
+            }
+            !join.is_finished()
+        });
+    }
+
+    fn publish_elections(&self) {
+        for e in &self.elections {
+            self.board.set_election(e.spec.label(), e.status());
+        }
+    }
+
+    fn publish_outputs(&self) {
+        let out = self
+            .loaded
+            .outputs
+            .iter()
+            .map(|o| OutputStatus {
+                name: o.name.clone(),
+                kind: o.kind.type_name().to_string(),
+                queue_depth: self.outputs.depth(&o.name).unwrap_or(0),
+            })
+            .collect();
+        self.board.set_outputs(out);
+    }
+
+    /// Stops inputs (letting them ship what they already produced), releases
+    /// the leases, flushes outputs: all within `agent.shutdown_timeout`.
+    async fn shutdown(mut self) {
+        let timeout = self.loaded.settings.shutdown_timeout;
+        let deadline = Instant::now() + timeout;
+        let reserve = (timeout / 4).min(Duration::from_secs(5));
+        self.board.set_ready(false, "shutting down");
+        let ids: Vec<String> = self.running.keys().cloned().collect();
+        for id in ids {
+            self.stop_input(&id);
+        }
+        let inputs_until = deadline - reserve;
+        for (join, abandon, _) in std::mem::take(&mut self.stopping) {
+            let mut join = join;
+            tokio::select! {
+                _ = &mut join => {}
+                () = tokio::time::sleep_until(inputs_until) => {
+                    abandon.cancel();
+                    let _ = tokio::time::timeout(Duration::from_millis(200), &mut join).await;
+                    join.abort();
+                }
+            }
+        }
+        let elections_until = deadline - reserve / 2;
+        let handles: Vec<_> = self
+            .elections
+            .iter_mut()
+            .filter_map(|e| e.handle.take())
+            .collect();
+        let all = futures_util::future::join_all(handles.into_iter().map(|h| h.shutdown()));
+        if tokio::time::timeout_at(elections_until, all).await.is_err() {
+            tracing::warn!(
+                "leases not released within the shutdown timeout; they expire on their own"
+            );
+        }
+        let left = self.outputs.shutdown(deadline).await;
+        for (name, n) in left {
+            if n > 0 {
+                tracing::error!(output = %name, "{n} event(s) could not be written before the shutdown timeout");
+            }
+        }
+        tracing::info!("stopped");
+    }
+}

@@ -1,0 +1,588 @@
+//! `leasehold run` on the real control plane: three agents with one policy
+//! (a leader-gated and a node-local `exec` input, each agent writing to its
+//! own `file` output). Every test judges the agents from the files alone:
+//! the gated events come from one agent at a time (per-agent, per-term
+//! time ranges never overlap, the departing leader included), `leader.term`
+//! increases at each handover, node-local events come from every agent
+//! throughout, and after each disruption the agent that lost the lease
+//! leads again later (it stayed a candidate).
+
+mod agents;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agents::*;
+use anyhow::{Context, Result, bail};
+use leasehold_testkit::{Component, ControlPlane, LeaseAdmin, TestNamespace};
+
+struct Cluster<'p> {
+    plane: &'p ControlPlane,
+    ns: TestNamespace,
+    lease: LeaseAdmin,
+    policy: PathBuf,
+    outs: Vec<PathBuf>,
+    agents: Vec<Option<AgentProc>>,
+    _dir: tempfile::TempDir,
+}
+
+impl<'p> Cluster<'p> {
+    async fn start(
+        plane: &'p ControlPlane,
+        prefix: &str,
+        n: u32,
+        policy_text: Option<String>,
+    ) -> Result<Cluster<'p>> {
+        let ns = plane.namespace(prefix).await?;
+        let dir = tempfile::Builder::new()
+            .prefix("leasehold-run-")
+            .tempdir()?;
+        let path = dir.path().join("policy.yml");
+        std::fs::write(
+            &path,
+            policy_text.unwrap_or_else(|| policy("run-lease", "")),
+        )?;
+        let lease = LeaseAdmin::new(plane.admin_client().await?, ns.name(), "run-lease");
+        let mut c = Cluster {
+            plane,
+            ns,
+            lease,
+            policy: path,
+            outs: (1..=n)
+                .map(|k| dir.path().join(format!("out-{k}")))
+                .collect(),
+            agents: Vec::new(),
+            _dir: dir,
+        };
+        for k in 1..=n {
+            let a = c.spawn(k)?;
+            c.agents.push(Some(a));
+        }
+        Ok(c)
+    }
+
+    fn spawn(&self, k: u32) -> Result<AgentProc> {
+        AgentProc::start(
+            &self.policy,
+            &self.plane.agent_kubeconfig(k),
+            k,
+            self.ns.name(),
+            &self.outs[k as usize - 1],
+        )
+    }
+
+    fn index(name: &str) -> usize {
+        name.trim_start_matches("agent-")
+            .parse::<usize>()
+            .unwrap_or(1)
+            - 1
+    }
+
+    fn agent(&self, name: &str) -> &AgentProc {
+        self.agents[Self::index(name)]
+            .as_ref()
+            .expect("agent running")
+    }
+
+    fn dirs(&self) -> Vec<&Path> {
+        self.outs.iter().map(PathBuf::as_path).collect()
+    }
+
+    fn events(&self) -> Result<Vec<Ev>> {
+        all_events(&self.dirs())
+    }
+
+    /// Waits for the first gated event and returns who wrote it.
+    fn leader_after(&self, after: i64, not: &[&str]) -> Result<String> {
+        let bound = Duration::from_secs(LEASE_S + RENEW_S + 2 * RETRY_S) + MARGIN;
+        Ok(wait_gated_from(&self.dirs(), not, after, bound)?.0)
+    }
+
+    /// The agent writing gated events now.
+    fn current_leader(&self) -> Result<String> {
+        self.leader_after(now_us(), &[])
+    }
+
+    /// Safety over everything written so far, and node-local events from
+    /// every running agent (no gap above one second while it ran).
+    fn check(&self, from: i64) -> Result<Vec<Range>> {
+        let evs = self.events()?;
+        let rs = check_one_at_a_time(&evs, "gated")?;
+        let to = now_us() - 200_000;
+        for a in self.agents.iter().flatten() {
+            let gap = largest_gap(
+                &evs,
+                &a.name,
+                "local",
+                from.max(first_local(&evs, &a.name)),
+                to,
+            );
+            if gap > 1_000_000 {
+                bail!(
+                    "{}: node-local events stopped for {} ms",
+                    a.name,
+                    gap / 1000
+                );
+            }
+        }
+        Ok(rs)
+    }
+
+    /// Makes `name` lead again by stopping (SIGTERM) whoever leads instead,
+    /// at most twice, then restarts those stopped: proof that `name` stayed
+    /// a candidate.
+    fn lead_again(&mut self, name: &str) -> Result<()> {
+        let mut stopped = Vec::new();
+        for _ in 0..self.agents.len() {
+            let now = now_us();
+            let not: Vec<&str> = stopped.iter().map(String::as_str).collect();
+            let leader = self.leader_after(now, &not)?;
+            if leader == name {
+                for s in stopped {
+                    let k = Self::index(&s);
+                    self.agents[k] = Some(self.spawn(k as u32 + 1)?);
+                }
+                return Ok(());
+            }
+            let i = Self::index(&leader);
+            let mut a = self.agents[i].take().context("leader not running")?;
+            a.signal(libc::SIGTERM);
+            let code = a.wait_exit(Duration::from_secs(15))?;
+            if code != Some(0) {
+                bail!(
+                    "{} exited with {code:?} after SIGTERM; log:\n{}",
+                    a.name,
+                    a.log()
+                );
+            }
+            stopped.push(leader);
+        }
+        bail!("{name} never led again")
+    }
+}
+
+fn first_local(evs: &[Ev], agent: &str) -> i64 {
+    evs.iter()
+        .filter(|e| e.agent == agent && e.input == "local")
+        .map(|e| e.at)
+        .min()
+        .unwrap_or(i64::MAX / 2)
+}
+
+fn last_gated_of(evs: &[Ev], agent: &str, term: i64) -> Option<i64> {
+    evs.iter()
+        .filter(|e| e.input == "gated" && e.agent == agent && e.term == Some(term))
+        .map(|e| e.at)
+        .max()
+}
+
+fn term_of(rs: &[Range], agent: &str) -> Result<i64> {
+    rs.iter()
+        .rev()
+        .find(|r| r.agent == agent)
+        .map(|r| r.term)
+        .context("no term for the leader")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_the_leader() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut c = Cluster::start(plane, "run-kill", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let i = Cluster::index(&leader);
+    let mut a = c.agents[i].take().unwrap();
+    let killed_at = now_us();
+    a.signal(libc::SIGKILL);
+    a.wait_exit(Duration::from_secs(5))?;
+    let evs = c.events()?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let term = term_of(&rs, &leader)?;
+    // A SIGKILLed agent's gated command dies with it (parent-death signal).
+    let last = last_gated_of(&evs, &leader, term).unwrap_or(0);
+    assert!(
+        last <= killed_at + 250_000,
+        "gated events after the kill: {} ms",
+        (last - killed_at) / 1000
+    );
+    let (next, _) = wait_gated_from(
+        &c.dirs(),
+        &[&leader],
+        killed_at,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    let rs = c.check(t0)?;
+    assert!(term_of(&rs, &next)? > term);
+    c.agents[i] = Some(c.spawn(i as u32 + 1)?);
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_of_the_leader_hands_over_within_a_second() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut c = Cluster::start(plane, "run-term", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let i = Cluster::index(&leader);
+    let mut a = c.agents[i].take().unwrap();
+    let signalled = now_us();
+    a.signal(libc::SIGTERM);
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(15))?,
+        Some(0),
+        "log:\n{}",
+        a.log()
+    );
+    let evs = c.events()?;
+    let term = term_of(&check_one_at_a_time(&evs, "gated")?, &leader)?;
+    let last_old = last_gated_of(&evs, &leader, term).unwrap_or(signalled);
+    let (next, first_new) = wait_gated_from(
+        &c.dirs(),
+        &[&leader],
+        signalled,
+        Duration::from_secs(LEASE_S) + MARGIN,
+    )?;
+    let gap_ms = (first_new - last_old) / 1000;
+    println!("SIGTERM handover: last event of {leader} to first of {next}: {gap_ms} ms");
+    // The lease is released: the successor does not wait for it to expire.
+    assert!(
+        first_new - signalled < 1_000_000 + MARGIN.as_micros() as i64 / 3,
+        "gated events resumed {} ms after SIGTERM",
+        (first_new - signalled) / 1000
+    );
+    c.check(t0)?;
+    c.agents[i] = Some(c.spawn(i as u32 + 1)?);
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwritten_holder_stops_the_old_leader_at_once() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut c = Cluster::start(plane, "run-overwrite", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let before = now_us();
+    c.lease.overwrite_holder("intruder").await?;
+    let after = now_us();
+    let (next, _) = wait_gated_from(
+        &c.dirs(),
+        &[],
+        after + 300_000,
+        Duration::from_secs(2 * LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    let evs = c.events()?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let term = rs
+        .iter()
+        .filter(|r| r.agent == leader && r.first < before)
+        .map(|r| r.term)
+        .max()
+        .context("old term")?;
+    let last = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    let stop_ms = (last - after) as f64 / 1000.0;
+    println!(
+        "overwrite: old leader's last gated event {stop_ms:.1} ms after the overwrite returned; next leader {next}"
+    );
+    assert!(
+        last <= after + 100_000 + 150_000,
+        "old leader wrote gated events {stop_ms:.1} ms after the overwrite"
+    );
+    c.check(t0)?;
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_rolebinding_steps_the_leader_down_and_restored_it_leads_again() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut c = Cluster::start(plane, "run-rbac", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let k = Cluster::index(&leader) as u32 + 1;
+    let revoked = now_us();
+    c.ns.revoke(k).await?;
+    let (next, _) = wait_gated_from(
+        &c.dirs(),
+        &[&leader],
+        revoked,
+        Duration::from_secs(LEASE_S + RENEW_S + RETRY_S) + MARGIN,
+    )?;
+    let evs = c.events()?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let term = rs
+        .iter()
+        .filter(|r| r.agent == leader && r.first < revoked)
+        .map(|r| r.term)
+        .max()
+        .context("old term")?;
+    let last = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    // It stops at the renew deadline at the latest.
+    assert!(
+        last <= revoked + (RENEW_S * 1_000_000) as i64 + MARGIN.as_micros() as i64 / 3,
+        "old leader kept writing {} ms",
+        (last - revoked) / 1000
+    );
+    println!(
+        "RoleBinding deleted: {leader} stopped after {} ms, {next} took over",
+        (last - revoked) / 1000
+    );
+    c.ns.grant(k).await?;
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_api_server_stops_gated_work_and_a_leader_returns_after_resume() -> Result<()> {
+    let plane = ControlPlane::dedicated()?;
+    let mut c = Cluster::start(&plane, "run-pause", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let paused = now_us();
+    plane.pause(Component::ApiServer)?;
+    // Hold the pause past the renew deadline and the lease duration.
+    std::thread::sleep(Duration::from_secs(LEASE_S + 1));
+    let evs = c.events()?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let term = term_of(&rs, &leader)?;
+    let last = last_gated_of(&evs, &leader, term).context("leader's events")?;
+    plane.resume(Component::ApiServer)?;
+    let resumed = now_us();
+    assert!(
+        last <= paused + (RENEW_S * 1_000_000) as i64 + 500_000,
+        "leader kept writing {} ms into the pause",
+        (last - paused) / 1000
+    );
+    assert!(
+        !evs.iter()
+            .any(|e| e.input == "gated" && e.at > last && e.at < resumed),
+        "gated events while nobody could renew"
+    );
+    let (next, at) = wait_gated_from(
+        &c.dirs(),
+        &[],
+        resumed,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    println!(
+        "API server paused: {leader} stopped {} ms after the pause; {next} leads {} ms after resume",
+        (last - paused) / 1000,
+        (at - resumed) / 1000
+    );
+    c.check(t0)?;
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_named_elections_are_led_by_two_agents() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let text = format!(
+        r#"providers:
+  kubernetes_leaderelection:
+    namespace: ${{env.POD_NAMESPACE}}
+    identity: ${{env.POD_NAME}}
+    leader_leaseduration: {LEASE_S}
+    leader_renewdeadline: {RENEW_S}
+    leader_retryperiod: {RETRY_S}
+    elections:
+      state_metrics:
+        leader_lease: lease-a
+      events:
+        leader_lease: lease-b
+outputs:
+  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events}}
+inputs:
+  - id: gated
+    type: exec
+    condition: ${{kubernetes_leaderelection.state_metrics.leader}} == true
+    command: [sh, -c, 'while :; do echo a; sleep 0.05; done']
+  - id: gated-b
+    type: exec
+    condition: ${{kubernetes_leaderelection.events.leader}} == true
+    command: [sh, -c, 'while :; do echo b; sleep 0.05; done']
+  - id: local
+    type: exec
+    command: [sh, -c, 'while :; do echo local; sleep 0.05; done']
+"#
+    );
+    let c = Cluster::start(plane, "run-two", 3, Some(text)).await?;
+    let admin = plane.admin_client().await?;
+    let a = LeaseAdmin::new(admin.clone(), c.ns.name(), "lease-a");
+    let b = LeaseAdmin::new(admin, c.ns.name(), "lease-b");
+    let holder = |l: Option<k8s_openapi::api::coordination::v1::Lease>| {
+        l.and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    };
+    // Settled: both held, and still by the same agents a lease duration later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2 * LEASE_S) + MARGIN;
+    let (ha, hb) = loop {
+        let (ha, hb) = (holder(a.get().await?), holder(b.get().await?));
+        if let (Some(x), Some(y)) = (&ha, &hb) {
+            tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
+            let (ha2, hb2) = (holder(a.get().await?), holder(b.get().await?));
+            if ha2 == ha && hb2 == hb {
+                break (x.clone(), y.clone());
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("leases not settled: a={ha:?} b={hb:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_ne!(ha, hb, "one agent leads both elections");
+    let evs = c.events()?;
+    check_one_at_a_time(&evs, "gated")?;
+    check_one_at_a_time(&evs, "gated-b")?;
+    assert!(
+        evs.iter()
+            .any(|e| e.input == "gated" && e.agent == ha && e.lease.as_deref() == Some("lease-a"))
+    );
+    assert!(
+        evs.iter().any(|e| e.input == "gated-b"
+            && e.agent == hb
+            && e.lease.as_deref() == Some("lease-b"))
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ships_every_printed_line_releases_the_lease_and_exits_0() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let text = policy("run-lease", "")
+        .replace(
+            "command: [sh, -c, 'while :; do echo gated; sleep 0.05; done']",
+            "command: [sh, -c, 'i=0; while :; do i=$((i+1)); echo $i; echo $i >> \"$SIDE\"; sleep 0.01; done']\n    env: {SIDE: '${env.OUT_DIR}.gated'}",
+        )
+        .replace(
+            "command: [sh, -c, 'while :; do echo local; sleep 0.05; done']",
+            "command: [sh, -c, 'i=0; while :; do i=$((i+1)); echo $i; echo $i >> \"$SIDE\"; sleep 0.01; done']\n    env: {SIDE: '${env.OUT_DIR}.local'}",
+        );
+    let mut c = Cluster::start(plane, "run-flush", 1, Some(text)).await?;
+    c.current_leader()?;
+    let mut a = c.agents[0].take().unwrap();
+    a.signal(libc::SIGTERM);
+    assert_eq!(
+        a.wait_exit(Duration::from_secs(15))?,
+        Some(0),
+        "log:\n{}",
+        a.log()
+    );
+    let evs = c.events()?;
+    for input in ["gated", "local"] {
+        let side = std::fs::read_to_string(format!("{}.{input}", c.outs[0].display()))?;
+        let printed: Vec<&str> = side.lines().collect();
+        let written: std::collections::HashSet<&str> = evs
+            .iter()
+            .filter(|e| e.input == input)
+            .map(|e| e.message.as_str())
+            .collect();
+        let last = printed.last().context("nothing printed")?;
+        assert!(
+            written.contains(last),
+            "{input}: last printed line {last} not in the output ({} lines printed)",
+            printed.len()
+        );
+        let missing = printed.iter().filter(|l| !written.contains(*l)).count();
+        assert_eq!(missing, 0, "{input}: {missing} printed lines missing");
+    }
+    let lease = c.lease.get().await?.context("lease")?;
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(
+        holder.is_empty(),
+        "lease still held by {holder:?} after SIGTERM"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_metrics_on_a_leader_and_a_follower() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let c = Cluster::start(plane, "run-status", 2, None).await?;
+    let leader = c.current_leader()?;
+    let follower = if leader == "agent-1" {
+        "agent-2"
+    } else {
+        "agent-1"
+    };
+    let (l, f) = (c.agent(&leader), c.agent(follower));
+    // The follower learns the holder from its watch; wait for it (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(RETRY_S) + MARGIN;
+    let fs = loop {
+        let s = f.status()?;
+        if s["elections"][0]["holder"] == leader.as_str() || std::time::Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let ls = l.status()?;
+    assert_eq!(ls["identity"], leader.as_str());
+    assert_eq!(ls["elections"][0]["name"], "default");
+    assert_eq!(ls["elections"][0]["lease"], "run-lease");
+    assert_eq!(ls["elections"][0]["namespace"], c.ns.name());
+    assert_eq!(ls["elections"][0]["state"], "leading", "{ls:#}");
+    assert_eq!(ls["elections"][0]["holder"], leader.as_str());
+    assert!(ls["elections"][0]["term"].as_u64().is_some(), "{ls:#}");
+    let running = |s: &serde_json::Value| -> Vec<String> {
+        s["inputs"]["running"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    let mut lr = running(&ls);
+    lr.sort();
+    assert_eq!(lr, ["gated", "local"]);
+    assert_eq!(fs["elections"][0]["state"], "following", "{fs:#}");
+    assert_eq!(fs["elections"][0]["holder"], leader.as_str(), "{fs:#}");
+    assert_eq!(running(&fs), ["local"]);
+    assert!(
+        fs["inputs"]["dropped"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|x| x["id"] == "gated")),
+        "{fs:#}"
+    );
+    assert!(ls["policy"]["loaded_at"].is_string() && ls["policy"]["last_error"].is_null());
+    let body = serde_json::to_string(&ls)?;
+    assert!(
+        !body.contains("token") && !body.contains("BEGIN"),
+        "secrets in /status: {body}"
+    );
+    let (code, lm) = l.get("/metrics")?;
+    assert_eq!(code, 200);
+    let (_, fm) = f.get("/metrics")?;
+    assert!(
+        lm.contains("leader_election_master_status{name=\"run-lease\"} 1"),
+        "{lm}"
+    );
+    assert!(
+        fm.contains("leader_election_master_status{name=\"run-lease\"} 0"),
+        "{fm}"
+    );
+    assert!(lm.contains("leasehold_inputs_running 2"), "{lm}");
+    assert!(fm.contains("leasehold_inputs_running 1"), "{fm}");
+    assert!(
+        lm.contains("leasehold_events_produced_total{input=\"gated\"}"),
+        "{lm}"
+    );
+    assert!(
+        lm.contains("leasehold_output_events_written_total{output=\"default\"}"),
+        "{lm}"
+    );
+    for a in [l, f] {
+        assert_eq!(a.get("/livez")?.0, 200);
+        assert_eq!(a.get("/readyz")?.0, 200);
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! `leasehold run` and its policy, without a control plane (no election):
+//! a bad policy at start, a bad reload, a good reload that restarts only
+//! the changed input, and a panicking or failing input that is restarted
+//! with backoff while the others keep running. Judged from the file output.
+
+mod agents;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agents::*;
+use anyhow::{Result, bail};
+
+fn node_local(out: &Path, changed: &str) -> String {
+    format!(
+        r#"outputs:
+  default: {{type: file, path: '{}', filename: events}}
+inputs:
+  - id: steady
+    type: exec
+    command: [sh, -c, 'while :; do echo steady; sleep 0.05; done']
+  - id: changing
+    type: exec
+    command: [sh, -c, 'while :; do echo {changed}; sleep 0.05; done']
+"#,
+        out.display()
+    )
+}
+
+fn start(policy: &Path, out: &Path) -> Result<AgentProc> {
+    // No election in these policies: the kubeconfig is never read.
+    AgentProc::start(policy, Path::new("/nonexistent"), 1, "default", out)
+}
+
+/// Waits until the output holds an event of `input` with `message`
+/// written after `after`.
+fn wait_message(
+    out: &Path,
+    input: &str,
+    message: &str,
+    after: i64,
+    within: Duration,
+) -> Result<i64> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(e) = read_events(out)?
+            .into_iter()
+            .find(|e| e.input == input && e.message == message && e.at > after)
+        {
+            return Ok(e.at);
+        }
+        if Instant::now() > deadline {
+            bail!("no {input} event {message:?} within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_bad_policy_at_start_exits_2_listing_every_problem() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("bad.yml");
+    std::fs::write(
+        &policy,
+        "outputs:\n  default: {type: file, path: /tmp/x, rotate_every_kb: -1}\ninputs:\n  - id: a\n    type: exec\n    command: echo hi\n  - id: b\n    type: nosuch\n  - id: c\n    type: exec\n    command: [x]\n    use_output: elsewhere\n",
+    )?;
+    let out = Command::new(binary())
+        .args(["run", "-c"])
+        .arg(&policy)
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = policy.display().to_string();
+    for needle in [
+        format!("{file}:2:"),
+        "rotate_every_kb".to_string(),
+        format!("{file}:6:"),
+        "must be a list of strings".to_string(),
+        format!("{file}:8:"),
+        "unknown input type `nosuch`".to_string(),
+        format!("{file}:12:"),
+        "output `elsewhere`".to_string(),
+    ] {
+        assert!(err.contains(&needle), "missing {needle:?} in:\n{err}");
+    }
+    // `check` says the same.
+    let check = Command::new(binary())
+        .args(["check", "-c"])
+        .arg(&policy)
+        .output()?;
+    assert_eq!(check.status.code(), Some(2));
+    let check_err = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        check_err.contains("unknown input type `nosuch`"),
+        "{check_err}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_bad_reload_is_rejected_and_a_good_one_restarts_only_the_changed_input() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(&policy, node_local(&out, "v1"))?;
+    let agent = start(&policy, &out)?;
+    let t0 = now_us();
+    wait_message(&out, "changing", "v1", t0, Duration::from_secs(10))?;
+
+    // A bad policy: rejected, shown in /status, nothing stops.
+    std::fs::write(
+        &policy,
+        "inputs:\n  - id: x\n    type: exec\n    command: 3\n",
+    )?;
+    agent.signal(libc::SIGHUP);
+    agent.wait_log("policy reload (SIGHUP) rejected", Duration::from_secs(10))?;
+    let rejected = now_us();
+    let status = agent.status()?;
+    let err = status["policy"]["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(err.contains("must be a list of strings"), "{status:#}");
+    assert_eq!(status["policy"]["reload_failures"], 1, "{status:#}");
+    wait_message(
+        &out,
+        "changing",
+        "v1",
+        rejected + 300_000,
+        Duration::from_secs(5),
+    )?;
+    wait_message(
+        &out,
+        "steady",
+        "steady",
+        rejected + 300_000,
+        Duration::from_secs(5),
+    )?;
+
+    // A good policy, by editing the file (no signal): only `changing` restarts.
+    let before = now_us();
+    std::fs::write(&policy, node_local(&out, "v2"))?;
+    let first_v2 = wait_message(&out, "changing", "v2", before, Duration::from_secs(10))?;
+    std::thread::sleep(Duration::from_millis(500));
+    let after = now_us();
+    let evs = read_events(&out)?;
+    let gap = largest_gap(&evs, "agent-1", "steady", before, after);
+    assert!(
+        gap < 300_000,
+        "the unchanged input paused {} ms during the reload",
+        gap / 1000
+    );
+    assert!(
+        !evs.iter()
+            .any(|e| e.input == "changing" && e.message == "v1" && e.at > first_v2),
+        "the old instance kept running"
+    );
+    let status = agent.status()?;
+    assert!(status["policy"]["last_error"].is_null(), "{status:#}");
+    assert_eq!(status["policy"]["reloads"], 1, "{status:#}");
+    let (_, metrics) = agent.get("/metrics")?;
+    assert!(
+        metrics.contains("leasehold_policy_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("leasehold_policy_reloads_total{result=\"error\"} 1"),
+        "{metrics}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_failing_input_is_restarted_with_backoff_and_reported() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: flaky\n    type: exec\n    command: [sh, -c, 'echo once; exit 3']\n  - id: missing\n    type: exec\n    command: [/nonexistent/worker]\n  - id: steady\n    type: exec\n    command: [sh, -c, 'while :; do echo steady; sleep 0.05; done']\n",
+            out.display()
+        ),
+    )?;
+    let agent = start(&policy, &out)?;
+    let t0 = now_us();
+    // First run, then restarts after 1 s and 2 s more.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let runs = loop {
+        let runs: Vec<i64> = read_events(&out)?
+            .into_iter()
+            .filter(|e| e.input == "flaky")
+            .map(|e| e.at)
+            .collect();
+        if runs.len() >= 3 || Instant::now() > deadline {
+            break runs;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(runs.len() >= 3, "flaky ran {} times", runs.len());
+    let (d1, d2) = (runs[1] - runs[0], runs[2] - runs[1]);
+    assert!(
+        d1 >= 900_000 && d2 >= 1_900_000 && d2 > d1,
+        "backoff not doubling: {d1} µs then {d2} µs"
+    );
+    let status = agent.status()?;
+    let running = status["inputs"]["running"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let flaky = running
+        .iter()
+        .find(|i| i["id"] == "flaky")
+        .cloned()
+        .unwrap_or_default();
+    assert!(flaky["restarts"].as_u64().unwrap_or(0) >= 2, "{status:#}");
+    assert!(
+        flaky["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exit status: 3"),
+        "{status:#}"
+    );
+    let missing = running
+        .iter()
+        .find(|i| i["id"] == "missing")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        missing["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot start \"/nonexistent/worker\""),
+        "{status:#}"
+    );
+    let (_, metrics) = agent.get("/metrics")?;
+    assert!(
+        metrics.contains("leasehold_input_restarts_total{input=\"flaky\"}"),
+        "{metrics}"
+    );
+    let evs = read_events(&out)?;
+    assert!(largest_gap(&evs, "agent-1", "steady", t0 + 500_000, now_us() - 200_000) < 500_000);
+    Ok(())
+}

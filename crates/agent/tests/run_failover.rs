@@ -23,6 +23,8 @@ struct Cluster<'p> {
     policy: PathBuf,
     outs: Vec<PathBuf>,
     agents: Vec<Option<AgentProc>>,
+    /// When each agent's current process was started.
+    started: Vec<i64>,
     _dir: tempfile::TempDir,
 }
 
@@ -52,6 +54,7 @@ impl<'p> Cluster<'p> {
                 .map(|k| dir.path().join(format!("out-{k}")))
                 .collect(),
             agents: Vec::new(),
+            started: vec![0; n as usize],
             _dir: dir,
         };
         for k in 1..=n {
@@ -61,7 +64,8 @@ impl<'p> Cluster<'p> {
         Ok(c)
     }
 
-    fn spawn(&self, k: u32) -> Result<AgentProc> {
+    fn spawn(&mut self, k: u32) -> Result<AgentProc> {
+        self.started[k as usize - 1] = now_us();
         AgentProc::start(
             &self.policy,
             &self.plane.agent_kubeconfig(k),
@@ -109,14 +113,10 @@ impl<'p> Cluster<'p> {
         let evs = self.events()?;
         let rs = check_one_at_a_time(&evs, "gated")?;
         let to = now_us() - 200_000;
-        for a in self.agents.iter().flatten() {
-            let gap = largest_gap(
-                &evs,
-                &a.name,
-                "local",
-                from.max(first_local(&evs, &a.name)),
-                to,
-            );
+        for (a, started) in self.agents.iter().zip(&self.started) {
+            let Some(a) = a else { continue };
+            let since = from.max(first_local(&evs, &a.name, *started));
+            let gap = largest_gap(&evs, &a.name, "local", since, to);
             if gap > 1_000_000 {
                 bail!(
                     "{}: node-local events stopped for {} ms",
@@ -161,9 +161,9 @@ impl<'p> Cluster<'p> {
     }
 }
 
-fn first_local(evs: &[Ev], agent: &str) -> i64 {
+fn first_local(evs: &[Ev], agent: &str, since: i64) -> i64 {
     evs.iter()
-        .filter(|e| e.agent == agent && e.input == "local")
+        .filter(|e| e.agent == agent && e.input == "local" && e.at >= since)
         .map(|e| e.at)
         .min()
         .unwrap_or(i64::MAX / 2)

@@ -345,6 +345,9 @@ impl ElectorBuilder {
             )),
             _ => self.lock.clone(),
         };
+        // A candidate that never leads still exports its 0, so dashboards
+        // see every candidate, not only past leaders.
+        self.metrics.leader_status(&self.lease, false);
         let settings = Settings {
             client: self.client.clone(),
             namespace: self.namespace.clone(),

@@ -586,3 +586,54 @@ async fn status_and_metrics_on_a_leader_and_a_follower() -> Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let text = policy("run-lease", "")
+        .replace(
+            "    leader_retryperiod: 1\n",
+            "    leader_retryperiod: 1\n    handover_after_failures: 2\n",
+        )
+        .replace(
+            "command: [sh, -c, 'while :; do echo gated; sleep 0.05; done']",
+            "command: [sh, -c, 'if [ \"$POD_NAME\" = agent-1 ]; then echo broken; exit 1; fi; while :; do echo gated; sleep 0.05; done']",
+        );
+    let mut c = Cluster::start(plane, "run-handover", 3, Some(text)).await?;
+    let t0 = now_us();
+    c.lead_again("agent-1")?;
+    let led = now_us();
+    // Two failures (the second after the 1 s backoff), then the handover.
+    let (next, took_over) = wait_gated_from(
+        &c.dirs(),
+        &["agent-1"],
+        led - 500_000,
+        Duration::from_secs(2 + RETRY_S) + MARGIN,
+    )?;
+    // It holds back (2 × lease duration): it does not take the lease again
+    // although it stays a candidate.
+    tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
+    let holder = c
+        .lease
+        .get()
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some(next.as_str()));
+    let evs = c.events()?;
+    let broken: Vec<i64> = evs
+        .iter()
+        .filter(|e| e.agent == "agent-1" && e.input == "gated" && e.at >= led - 500_000)
+        .map(|e| e.at)
+        .collect();
+    assert!(
+        broken.len() >= 2 && broken.iter().all(|t| *t < took_over),
+        "agent-1's failing runs {broken:?}, handover at {took_over}"
+    );
+    println!(
+        "handover after 2 failures: {} ms from the first failure to {next}'s first event",
+        (took_over - broken[0]) / 1000
+    );
+    c.check(t0)?;
+    Ok(())
+}

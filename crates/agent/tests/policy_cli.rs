@@ -225,7 +225,7 @@ fn check_passes_good_policies_and_warns_on_the_proposal() {
 fn check_lists_every_problem_and_exits_2() {
     let p = TempFile::new(
         "problems.yaml",
-        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 5\ninputs:\n  - id: a\n    condition: 1 ==\n  - type: t\n    x: ${oops\n",
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 5\ninputs:\n  - id: a\n    condition: 1 ==\n  - type: t\n    x: ${oops\noutputs:\n  default: {type: console}\n",
     );
     let o = leasehold(&["check", "-c", p.path()]);
     assert_eq!(o.status.code(), Some(2));
@@ -234,8 +234,9 @@ fn check_lists_every_problem_and_exits_2() {
         "problems.yaml:3:",
         "problems.yaml:5:",
         "problems.yaml:6:",
+        "problems.yaml:7:11: error: input `type`: unknown input type `t`",
         "problems.yaml:8:",
-        "4 error(s)",
+        "5 error(s)",
     ] {
         assert!(err.contains(needle), "{needle}: {err}");
     }
@@ -245,7 +246,7 @@ fn check_lists_every_problem_and_exits_2() {
 fn an_empty_variable_reference_fails_inspect_and_check_with_its_location() {
     let p = TempFile::new(
         "empty-var.yaml",
-        "inputs:\n  - id: a\n    type: t\n    host: \"node-${}\"\n",
+        "inputs:\n  - id: a\n    type: t\n    host: \"node-${}\"\noutputs:\n  default: {type: console}\n",
     );
     let o = leasehold(&["inspect", "-c", p.path()]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
@@ -258,5 +259,6 @@ fn an_empty_variable_reference_fails_inspect_and_check_with_its_location() {
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(err.contains("empty-var.yaml:4:17: error:"), "{err}");
-    assert!(err.contains("1 error(s)"), "{err}");
+    assert!(err.contains("unknown input type `t`"), "{err}");
+    assert!(err.contains("2 error(s)"), "{err}");
 }

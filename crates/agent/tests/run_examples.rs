@@ -1,0 +1,188 @@
+//! Every `examples/run-*.yaml` passes `check` without warnings and runs:
+//! the node-local one on its own, the election ones on the real control
+//! plane, judged from the files they write.
+
+mod agents;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agents::*;
+use anyhow::{Context, Result, bail};
+use leasehold_testkit::{ControlPlane, LeaseAdmin};
+use serde_json::Value;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+/// Waits until `file` holds a line for which `pred` holds; returns it.
+fn wait_line(file: &Path, within: Duration, pred: impl Fn(&Value) -> bool) -> Result<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line)?;
+                if pred(&v) {
+                    return Ok(v);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("no matching event in {} within {within:?}", file.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn run_examples_pass_check_without_warnings() -> Result<()> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if !name.starts_with("run-") {
+            continue;
+        }
+        seen += 1;
+        let o = Command::new(binary())
+            .args(["check", "-c"])
+            .arg(&path)
+            .output()?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{name}: {err}");
+        assert!(!err.contains("warning"), "{name}: {err}");
+    }
+    assert!(seen >= 3, "only {seen} run examples");
+    Ok(())
+}
+
+#[test]
+fn the_node_local_example_runs() -> Result<()> {
+    let out = tempfile::tempdir()?;
+    let agent = AgentProc::start(
+        &example("run-node-local.yaml"),
+        Path::new("/nonexistent"),
+        1,
+        "default",
+        out.path(),
+    )?;
+    let ev = wait_line(
+        &out.path().join("node.ndjson"),
+        Duration::from_secs(10),
+        |v| v["input"]["id"] == "uptime",
+    )?;
+    assert_eq!(ev["data_stream"]["type"], "metrics");
+    assert_eq!(ev["data_stream"]["dataset"], "node.uptime");
+    assert_eq!(ev["data_stream"]["namespace"], "default");
+    assert!(ev["message"].as_str().is_some_and(|m| !m.is_empty()));
+    let status = agent.status()?;
+    let outputs: Vec<&str> = status["outputs"]
+        .as_array()
+        .context("outputs")?
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(outputs, ["default", "stdout"]);
+    let running = status["inputs"]["running"]
+        .as_array()
+        .context("running")?
+        .len();
+    assert_eq!(running, 2, "{status:#}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_gated_example_runs_its_cluster_input_on_the_leader() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("example-gated").await?;
+    let out = tempfile::tempdir()?;
+    let _agent = AgentProc::start(
+        &example("run-leader-gated.yaml"),
+        &plane.agent_kubeconfig(1),
+        1,
+        ns.name(),
+        out.path(),
+    )?;
+    let ev = wait_line(
+        &out.path().join("events.ndjson"),
+        Duration::from_secs(15),
+        |v| v["input"]["id"] == "cluster",
+    )?;
+    assert_eq!(ev["leader"]["lease"], "leasehold-cluster-leader");
+    assert!(ev["leader"]["term"].as_i64().is_some());
+    assert_eq!(ev["data_stream"]["dataset"], "cluster.sample");
+    assert_eq!(ev["agent"]["name"], "agent-1");
+    let node = wait_line(
+        &out.path().join("events.ndjson"),
+        Duration::from_secs(5),
+        |v| v["input"]["id"] == "node",
+    )?;
+    assert!(
+        node.get("leader").is_none(),
+        "node-local events carry no term: {node}"
+    );
+    assert_eq!(node["message"], "node sample from agent-1");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_two_elections_example_holds_both_leases() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("example-two").await?;
+    let (o1, o2) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let _a = AgentProc::start(
+        &example("run-two-elections.yaml"),
+        &plane.agent_kubeconfig(1),
+        1,
+        ns.name(),
+        o1.path(),
+    )?;
+    let _b = AgentProc::start(
+        &example("run-two-elections.yaml"),
+        &plane.agent_kubeconfig(2),
+        2,
+        ns.name(),
+        o2.path(),
+    )?;
+    let admin = plane.admin_client().await?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for lease in ["leasehold-state-metrics", "leasehold-events"] {
+        let l = LeaseAdmin::new(admin.clone(), ns.name(), lease);
+        loop {
+            let holder = l
+                .get()
+                .await?
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity);
+            if holder.is_some_and(|h| h.starts_with("agent-")) {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{lease} not held");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    for (input, lease) in [
+        ("state-metrics", "leasehold-state-metrics"),
+        ("cluster-events", "leasehold-events"),
+    ] {
+        let found = [o1.path(), o2.path()].iter().any(|d| {
+            wait_line(&d.join("events.ndjson"), Duration::from_secs(3), |v| {
+                v["input"]["id"] == input && v["leader"]["lease"] == lease
+            })
+            .is_ok()
+        });
+        assert!(found, "no {input} event stamped with {lease}");
+    }
+    Ok(())
+}

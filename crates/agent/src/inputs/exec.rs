@@ -200,7 +200,8 @@ impl Exec {
                     let _ = child.wait().await;
                     return Ok(());
                 }
-                Step::Line(Ok(None)) => break,
+                // Stdout closed: wait for the command to end (or for a stop).
+                Step::Line(Ok(None)) => lines = None,
                 Step::Line(Ok(Some(truncated))) => {
                     if let Err(refused) = self.emit(&ctx.sink, &buf, truncated).await {
                         if refused == Refused::TermEnded && !stopping {
@@ -216,20 +217,6 @@ impl Exec {
                 Step::Exited(status) => return finish(status, stopping, pgid),
             }
         }
-        // Stdout closed: the command ended (or closed it). Wait for it,
-        // bounded by the grace when stopping.
-        let status = if stopping {
-            tokio::select! {
-                s = child.wait() => s,
-                () = sleep_until(kill_at) => {
-                    signal_group(pgid, libc::SIGKILL);
-                    child.wait().await
-                }
-            }
-        } else {
-            child.wait().await
-        };
-        finish(status, stopping, pgid)
     }
 
     async fn emit(&self, sink: &EventSink, line: &[u8], truncated: bool) -> Result<(), Refused> {
@@ -432,5 +419,176 @@ mod tests {
         );
         assert_eq!(buf, b"last-without-newline");
         assert_eq!(read_line_capped(&mut r, &mut buf, 100).await.unwrap(), None);
+    }
+
+    /// A sink writing to a file output in `dir`, with an optional term.
+    fn sink(
+        dir: &std::path::Path,
+        term: Option<tokio_util::sync::CancellationToken>,
+    ) -> (crate::outputs::Outputs, EventSink) {
+        use crate::outputs::{FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(FileSettings::new(dir)),
+                queue_events: 16,
+            }],
+            OutputMetrics::new(),
+        )
+        .unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let sink = EventSink::new(
+            "x",
+            "exec",
+            &crate::runtime::sink::AgentFields {
+                id: "i".into(),
+                name: "n".into(),
+                version: "v".into(),
+            },
+            &crate::inputs::DataStream::default(),
+            term.map(|token| crate::runtime::sink::TermStamp {
+                lease: "l".into(),
+                term: 7,
+                token,
+            }),
+            tokio_util::sync::CancellationToken::new(),
+            outputs.sender("default").unwrap(),
+            crate::monitor::metrics::AgentMetrics::register(&mut registry),
+        );
+        (outputs, sink)
+    }
+
+    async fn wait_for_file(path: &std::path::Path) -> String {
+        for _ in 0..500 {
+            if let Ok(s) = std::fs::read_to_string(path)
+                && s.ends_with('\n')
+            {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} never written", path.display());
+    }
+
+    fn alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .split(") ")
+                .nth(1)
+                .is_some_and(|rest| rest.starts_with('Z')),
+            Err(_) => false,
+        }
+    }
+
+    fn exec(script: &str) -> Arc<Exec> {
+        Arc::new(Exec {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            env: Vec::new(),
+            working_directory: None,
+            events: EventsMode::Lines,
+        })
+    }
+
+    #[tokio::test]
+    async fn stop_kills_the_whole_group_even_after_stdout_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        // The grandchild keeps running; the shell closes its stdout first.
+        let e = exec(&format!(
+            "exec >&-; sleep 300 & echo $! > {}; wait",
+            pidfile.display()
+        ));
+        let (_outputs, sink) = sink(dir.path(), None);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let ctx = InputContext {
+            sink,
+            cancel: cancel.clone(),
+            stop_grace: Duration::from_secs(5),
+        };
+        let run = tokio::spawn(e.run(ctx));
+        let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
+        assert!(alive(pid));
+        cancel.cancel();
+        let r = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("stopped within the grace")
+            .unwrap();
+        assert_eq!(r, Ok(()));
+        for _ in 0..200 {
+            if !alive(pid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("grandchild {pid} survived the stop");
+    }
+
+    #[tokio::test]
+    async fn a_command_ignoring_sigterm_is_killed_after_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let e = exec(&format!(
+            "trap '' TERM; echo > {}; while :; do sleep 0.05; done",
+            ready.display()
+        ));
+        let (_outputs, sink) = sink(dir.path(), None);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let grace = Duration::from_millis(200);
+        let ctx = InputContext {
+            sink,
+            cancel: cancel.clone(),
+            stop_grace: grace,
+        };
+        let run = tokio::spawn(e.run(ctx));
+        wait_for_file(&ready).await;
+        let at = tokio::time::Instant::now();
+        cancel.cancel();
+        let r = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("killed")
+            .unwrap();
+        assert_eq!(r, Ok(()));
+        assert!(at.elapsed() >= grace, "killed before the grace");
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_term_refuses_events_and_stops_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let term = tokio_util::sync::CancellationToken::new();
+        let e = exec("while :; do echo tick; sleep 0.01; done");
+        let (outputs, sink) = sink(dir.path(), Some(term.clone()));
+        // The input's own token is a child of the term's, as the runtime makes it.
+        let ctx = InputContext {
+            sink: sink.clone(),
+            cancel: term.child_token(),
+            stop_grace: Duration::from_secs(1),
+        };
+        let run = tokio::spawn(e.run(ctx));
+        let file = dir.path().join("leasehold.ndjson");
+        wait_for_file(&file).await;
+        term.cancel();
+        let ended = crate::event::timestamp_now();
+        let r = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("stopped")
+            .unwrap();
+        assert_eq!(r, Ok(()));
+        assert_eq!(
+            sink.emit(serde_json::Map::new()).await,
+            Err(Refused::TermEnded)
+        );
+        outputs
+            .shutdown(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await;
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in text.lines() {
+            let v: Json = serde_json::from_str(line).unwrap();
+            assert_eq!(v["leader"]["term"], 7);
+            // Timestamps compare as text: same format, same width.
+            assert!(
+                v["@timestamp"].as_str().unwrap() <= ended.as_str(),
+                "event after the term ended: {line}"
+            );
+        }
     }
 }

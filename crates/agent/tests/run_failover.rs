@@ -57,9 +57,20 @@ impl<'p> Cluster<'p> {
             started: vec![0; n as usize],
             _dir: dir,
         };
+        // All at once, as a DaemonSet's pods start.
         for k in 1..=n {
-            let a = c.spawn(k)?;
+            c.started[k as usize - 1] = now_us();
+            let a = AgentProc::spawn(
+                &c.policy,
+                &c.plane.agent_kubeconfig(k),
+                k,
+                c.ns.name(),
+                &c.outs[k as usize - 1],
+            )?;
             c.agents.push(Some(a));
+        }
+        for a in c.agents.iter_mut().flatten() {
+            a.wait_ready()?;
         }
         Ok(c)
     }

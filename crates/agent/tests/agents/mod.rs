@@ -89,6 +89,20 @@ impl AgentProc {
         ns: &str,
         out: &Path,
     ) -> Result<AgentProc> {
+        let mut a = Self::spawn(policy, kubeconfig, k, ns, out)?;
+        a.wait_ready()?;
+        Ok(a)
+    }
+
+    /// Starts the process without waiting for it (see
+    /// [`AgentProc::wait_ready`]), so several agents can start together.
+    pub fn spawn(
+        policy: &Path,
+        kubeconfig: &Path,
+        k: u32,
+        ns: &str,
+        out: &Path,
+    ) -> Result<AgentProc> {
         let name = format!("agent-{k}");
         let mut child = Command::new(binary())
             .args(["run", "-c"])
@@ -113,13 +127,18 @@ impl AgentProc {
                 sink.more.notify_all();
             }
         });
-        let mut agent = AgentProc {
+        Ok(AgentProc {
             name,
             out: out.to_path_buf(),
             http: "127.0.0.1:1".parse().unwrap(),
             child,
             log,
-        };
+        })
+    }
+
+    /// Waits until the monitoring server is up and learns its address.
+    pub fn wait_ready(&mut self) -> Result<()> {
+        let agent = self;
         let line = agent
             .wait_log("monitoring on http://", Duration::from_secs(15))
             .with_context(|| format!("{} did not start", agent.name))?;
@@ -131,7 +150,7 @@ impl AgentProc {
         agent.http = addr
             .parse()
             .with_context(|| format!("address in {line:?}"))?;
-        Ok(agent)
+        Ok(())
     }
 
     /// Waits for a stderr line containing `needle`.

@@ -800,6 +800,18 @@ async fn stderr_until(
     needle: &str,
     within: Duration,
 ) -> Result<String> {
+    stderr_until_running(kubeconfig, namespace, lease, &[], needle, within).await
+}
+
+/// As [`stderr_until`], with `command` after `--`.
+async fn stderr_until_running(
+    kubeconfig: &Path,
+    namespace: &str,
+    lease: &str,
+    command: &[&str],
+    needle: &str,
+    within: Duration,
+) -> Result<String> {
     use tokio::io::AsyncBufReadExt as _;
     let mut child = tokio::process::Command::new(leasehold())
         .args([
@@ -821,6 +833,12 @@ async fn stderr_until(
             "--retry-period",
             "500ms",
         ])
+        .args(if command.is_empty() {
+            &[][..]
+        } else {
+            &["--"][..]
+        })
+        .args(command)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -1123,5 +1141,24 @@ async fn shutdown_exits_promptly_and_a_third_signal_does_not_wait() -> Result<()
             "the command outlived a hurried exit"
         );
     }
+    Ok(())
+}
+
+/// A command that cannot be started is named with the operating system's
+/// reason, while leading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_start_says_why() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("unstartable").await?;
+    let seen = stderr_until_running(
+        &plane.agent_kubeconfig(1),
+        ns.name(),
+        "unstartable",
+        &["/nonexistent/worker"],
+        "cannot be started: /nonexistent/worker: No such file or directory",
+        Duration::from_secs(10),
+    )
+    .await?;
+    assert!(seen.contains("while leading"), "{seen}");
     Ok(())
 }

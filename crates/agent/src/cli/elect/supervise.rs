@@ -116,7 +116,8 @@ fn run_term(work: &Work, term: &Term, token: &CancellationToken) {
                 match status.map(|s| s.code()) {
                     Some(Some(127)) => tracing::error!(
                         command = %name,
-                        "command {how} while leading (not found or not executable?)"
+                        "command {how} while leading: {}",
+                        why_unstartable(name)
                     ),
                     _ => tracing::warn!(command = %name, "command {how} while leading"),
                 }
@@ -396,5 +397,65 @@ mod tests {
             describe(&ExitStatus::from_raw(143 << 8)),
             "exited with code 143 (killed by signal 15 (SIGTERM))"
         );
+    }
+}
+
+/// Why `program` could not be started (the keeper exited 127): looked up as
+/// `execvp` would, so the message names the real cause.
+fn why_unstartable(program: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let check = |path: &std::path::Path| -> Result<(), String> {
+        match std::fs::metadata(path) {
+            Err(e) => Err(format!("{}: {e}", path.display())),
+            Ok(m) if m.is_dir() => Err(format!("{} is a directory", path.display())),
+            Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+                Err(format!("{} is not executable", path.display()))
+            }
+            Ok(_) => Ok(()),
+        }
+    };
+    if program.contains('/') {
+        return match check(std::path::Path::new(program)) {
+            Err(e) => format!("cannot be started: {e}"),
+            Ok(()) => "it exists and is executable; it (or its interpreter) exited with 127".into(),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut reasons = Vec::new();
+    for dir in std::env::split_paths(&path) {
+        match check(&dir.join(program)) {
+            Ok(()) => return "it exited with 127 (a command it ran was not found?)".into(),
+            Err(e) if !e.contains("No such file") => reasons.push(e),
+            Err(_) => {}
+        }
+    }
+    if reasons.is_empty() {
+        format!("cannot be started: {program:?} is not found in PATH")
+    } else {
+        format!("cannot be started: {}", reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod unstartable_tests {
+    use super::why_unstartable;
+
+    #[test]
+    fn the_reason_is_named() {
+        assert_eq!(
+            why_unstartable("/nonexistent/worker"),
+            "cannot be started: /nonexistent/worker: No such file or directory (os error 2)"
+        );
+        assert!(why_unstartable("/").contains("/ is a directory"));
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "x").unwrap();
+        let p = plain.display().to_string();
+        assert!(
+            why_unstartable(&p).contains("is not executable"),
+            "{}",
+            why_unstartable(&p)
+        );
+        assert!(why_unstartable("no-such-program-here").contains("not found in PATH"));
     }
 }

@@ -1,34 +1,51 @@
-//! The event an input produces and an output writes: one JSON object.
+//! The event an input produces and an output writes: one JSON object,
+//! serialized once, when it is produced.
 //!
-//! Inputs fill in their payload; the runtime's sink adds the common fields
-//! (`@timestamp`, `agent`, `input`, `data_stream`, `leader`) before the event
-//! reaches an output queue, so every output sees finished documents.
+//! Inputs give their payload; the runtime's sink adds the common fields
+//! (`@timestamp`, `agent`, `input`, `data_stream`, `leader`) and serializes
+//! the document before it reaches an output queue, so outputs only move
+//! bytes (an Elasticsearch bulk body takes the same bytes as its source).
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-/// One event: a JSON object plus the id of the input that produced it (kept
-/// outside the document for per-input metrics without a lookup).
-#[derive(Debug, Clone, PartialEq)]
+/// One event: its NDJSON line (newline included) and the id of the input
+/// that produced it (kept beside the document for per-input metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// The producing input's id.
     pub input_id: Arc<str>,
-    /// The document as it will be written.
-    pub doc: Map<String, Value>,
+    line: Vec<u8>,
 }
 
 impl Event {
     /// An event of `input_id` with `doc` as its document.
     pub fn new(input_id: Arc<str>, doc: Map<String, Value>) -> Self {
-        Event { input_id, doc }
+        let mut line = serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec());
+        line.push(b'\n');
+        Event { input_id, line }
+    }
+
+    /// An event whose document is already serialized: `line` must be one
+    /// JSON object followed by a newline.
+    pub fn from_line(input_id: Arc<str>, line: Vec<u8>) -> Self {
+        Event { input_id, line }
     }
 
     /// The document as one line of NDJSON, newline included.
+    pub fn ndjson(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// A copy of [`Event::ndjson`].
     pub fn to_ndjson(&self) -> Vec<u8> {
-        let mut line = serde_json::to_vec(&self.doc).unwrap_or_else(|_| b"{}".to_vec());
-        line.push(b'\n');
-        line
+        self.line.clone()
+    }
+
+    /// The line, without copying.
+    pub fn into_ndjson(self) -> Vec<u8> {
+        self.line
     }
 }
 
@@ -38,9 +55,36 @@ pub fn timestamp_now() -> String {
 }
 
 /// RFC 3339 in UTC with exactly six fractional digits, e.g.
-/// `2026-12-03T07:31:48.123456Z`.
+/// `2026-12-03T07:31:48.123456Z`. Written by hand: it runs once per event.
 pub fn format_timestamp(t: jiff::Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+    let dt = jiff::tz::Offset::UTC.to_datetime(t);
+    let micros = t.subsec_microsecond().rem_euclid(1_000_000);
+    let mut s = String::with_capacity(27);
+    push_digits(&mut s, i64::from(dt.year()), 4);
+    s.push('-');
+    push_digits(&mut s, i64::from(dt.month()), 2);
+    s.push('-');
+    push_digits(&mut s, i64::from(dt.day()), 2);
+    s.push('T');
+    push_digits(&mut s, i64::from(dt.hour()), 2);
+    s.push(':');
+    push_digits(&mut s, i64::from(dt.minute()), 2);
+    s.push(':');
+    push_digits(&mut s, i64::from(dt.second()), 2);
+    s.push('.');
+    push_digits(&mut s, i64::from(micros), 6);
+    s.push('Z');
+    s
+}
+
+fn push_digits(s: &mut String, v: i64, width: usize) {
+    let mut buf = [b'0'; 8];
+    let mut v = v.unsigned_abs();
+    for slot in buf[..width].iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    s.push_str(std::str::from_utf8(&buf[..width]).unwrap_or("0"));
 }
 
 #[cfg(test)]
@@ -53,13 +97,29 @@ mod tests {
         assert_eq!(format_timestamp(t), "2026-12-03T07:31:48.123456Z");
         let t: jiff::Timestamp = "2026-12-03T07:31:48Z".parse().unwrap();
         assert_eq!(format_timestamp(t), "2026-12-03T07:31:48.000000Z");
+        let t: jiff::Timestamp = "0999-01-02T03:04:05.000007Z".parse().unwrap();
+        assert_eq!(format_timestamp(t), "0999-01-02T03:04:05.000007Z");
+        // Agrees with jiff's own formatting at every microsecond tested.
+        for us in [
+            0_i64,
+            1,
+            999_999,
+            1_796_284_960_685_504,
+            951_782_400_000_001,
+        ] {
+            let t = jiff::Timestamp::from_microsecond(us).unwrap();
+            assert_eq!(
+                format_timestamp(t),
+                t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+            );
+        }
     }
 
     #[test]
     fn ndjson_is_one_line() {
         let mut doc = Map::new();
         doc.insert("message".into(), Value::String("a\nb".into()));
-        let line = Event::new("x".into(), doc).to_ndjson();
+        let line = Event::new("x".into(), doc).into_ndjson();
         assert_eq!(line, b"{\"message\":\"a\\nb\"}\n");
     }
 }

@@ -636,8 +636,7 @@ async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()
     // run prints one line), exactly `handover_after_failures` of them.
     let term = ranges(&evs, "gated")?
         .into_iter()
-        .filter(|r| r.agent == "agent-1" && r.first < took_over)
-        .next_back()
+        .rfind(|r| r.agent == "agent-1" && r.first < took_over)
         .context("agent-1 never led")?;
     assert_eq!(
         term.count, 2,

@@ -221,34 +221,23 @@ impl Exec {
 
     async fn emit(&self, sink: &EventSink, line: &[u8], truncated: bool) -> Result<(), Refused> {
         let text = String::from_utf8_lossy(trim_newline(line));
-        let mut doc = serde_json::Map::new();
+        let cut = truncated.then(|| format!("line longer than {MAX_LINE} bytes was cut"));
         match self.events {
-            EventsMode::None => return Ok(()),
-            EventsMode::Lines => {
-                doc.insert("message".into(), Json::String(text.into_owned()));
-            }
+            EventsMode::None => Ok(()),
+            EventsMode::Lines => sink.emit_message(&text, cut.as_deref()).await,
             EventsMode::Json => match serde_json::from_str::<Json>(&text) {
-                Ok(Json::Object(m)) if !truncated => doc = m,
-                Ok(_) => {
-                    doc.insert("message".into(), Json::String(text.into_owned()));
-                    doc.insert(
-                        "error".into(),
-                        serde_json::json!({"message": "line is JSON but not an object"}),
-                    );
+                Ok(Json::Object(m)) if !truncated => sink.emit(m).await,
+                Ok(_) if !truncated => {
+                    sink.emit_message(&text, Some("line is JSON but not an object"))
+                        .await
                 }
+                Ok(_) => sink.emit_message(&text, cut.as_deref()).await,
                 Err(e) => {
-                    doc.insert("message".into(), Json::String(text.into_owned()));
-                    doc.insert(
-                        "error".into(),
-                        serde_json::json!({"message": format!("line is not valid JSON: {e}")}),
-                    );
+                    let why = cut.unwrap_or_else(|| format!("line is not valid JSON: {e}"));
+                    sink.emit_message(&text, Some(&why)).await
                 }
             },
         }
-        if truncated {
-            doc.insert("error".into(), serde_json::json!({"message": format!("line longer than {MAX_LINE} bytes was cut")}));
-        }
-        sink.emit(doc).await
     }
 }
 

@@ -143,6 +143,16 @@ impl AgentMetrics {
             .inc_by(n);
     }
 
+    /// The produced and refused counters of `input`, for an input to keep
+    /// instead of looking them up at every event.
+    pub fn input_event_counters(&self, input: &str) -> (Counter, Counter) {
+        let l = InputLabels::new(input);
+        (
+            self.events_produced.get_or_create(&l).clone(),
+            self.events_refused.get_or_create(&l).clone(),
+        )
+    }
+
     /// `n` events of input `input` were refused because its term had ended.
     pub fn events_refused(&self, input: &str, n: u64) {
         self.events_refused

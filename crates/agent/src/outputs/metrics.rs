@@ -136,6 +136,16 @@ impl OutputHandles {
         self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
+    /// The `received` counter of `input`, to keep instead of looking it up
+    /// per event.
+    pub(super) fn received_counter(&self, input: &str) -> Counter {
+        let key = InputLabels {
+            output: self.output.clone(),
+            input: input.to_string(),
+        };
+        self.received.get_or_create(&key).clone()
+    }
+
     pub(super) fn received(&self, input: &str) {
         let key = InputLabels {
             output: self.output.clone(),

@@ -492,6 +492,8 @@ pub struct EventSender {
     name: Arc<str>,
     tx: mpsc::Sender<Event>,
     handles: Arc<OutputHandles>,
+    /// Set by [`EventSender::for_input`]: the per-input counter, found once.
+    received: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 impl fmt::Debug for EventSender {
@@ -508,11 +510,28 @@ impl EventSender {
     /// Cancel-safe: if the future is dropped before it completes, the event
     /// was not queued. Fails only when the output has shut down.
     pub async fn send(&self, ev: Event) -> Result<(), Closed> {
-        let input = Arc::clone(&ev.input_id);
-        self.tx.send(ev).await.map_err(|_| Closed)?;
-        self.handles.received(&input);
+        match &self.received {
+            Some(counter) => {
+                self.tx.send(ev).await.map_err(|_| Closed)?;
+                counter.inc();
+            }
+            None => {
+                let input = Arc::clone(&ev.input_id);
+                self.tx.send(ev).await.map_err(|_| Closed)?;
+                self.handles.received(&input);
+            }
+        }
         self.handles.set_depth(queue_depth(&self.tx));
         Ok(())
+    }
+
+    /// A sender for one input's events: its per-input metric is looked up
+    /// once here instead of at every event.
+    pub fn for_input(&self, input: &str) -> EventSender {
+        EventSender {
+            received: Some(self.handles.received_counter(input)),
+            ..self.clone()
+        }
     }
 
     /// The name of the output this sender feeds.
@@ -602,7 +621,12 @@ impl Outputs {
                 Arc::clone(&handles),
             ));
             running.push(Running {
-                sender: EventSender { name, tx, handles },
+                sender: EventSender {
+                    name,
+                    tx,
+                    handles,
+                    received: None,
+                },
                 writer,
             });
         }

@@ -85,10 +85,10 @@ pub(super) async fn run_writer(
         let Some(first) = first else { break };
         batch.lines.clear();
         batch.done = 0;
-        batch.lines.push(first.to_ndjson());
+        batch.lines.push(first.into_ndjson());
         while batch.lines.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(ev) => batch.lines.push(ev.to_ndjson()),
+                Ok(ev) => batch.lines.push(ev.into_ndjson()),
                 Err(_) => break,
             }
         }

@@ -1,9 +1,11 @@
-//! Where an input's events go: it stamps the common fields and queues the
-//! event on the input's output, and refuses events once the input's
-//! leadership term has ended, so a stepped-down leader produces nothing.
+//! Where an input's events go: it stamps the common fields, serializes the
+//! event once, and queues it on the input's output. It refuses events once
+//! the input's leadership term has ended, so a stepped-down leader
+//! produces nothing.
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -45,15 +47,23 @@ pub enum Refused {
     OutputClosed,
 }
 
+/// Keys the runtime sets; a payload cannot override them (`data_stream`
+/// excepted: a payload may route itself).
+const OWN_KEYS: [&str; 4] = ["@timestamp", "agent", "input", "leader"];
+
 /// An input's handle for producing events.
 #[derive(Clone)]
 pub struct EventSink {
     input_id: Arc<str>,
-    common: Arc<Map<String, Value>>,
+    /// `"agent":{…},"input":{…},"leader":{…}` serialized once.
+    common: Arc<[u8]>,
+    /// `"data_stream":{…}` serialized once.
+    data_stream: Arc<[u8]>,
     term: Option<TermStamp>,
     abandon: CancellationToken,
     sender: EventSender,
-    metrics: AgentMetrics,
+    produced: Counter,
+    refused: Counter,
 }
 
 impl EventSink {
@@ -70,26 +80,37 @@ impl EventSink {
         sender: EventSender,
         metrics: AgentMetrics,
     ) -> Self {
-        let mut common = Map::new();
-        common.insert(
-            "agent".into(),
+        let mut common = Vec::new();
+        let mut field = |key: &str, value: Value| {
+            if !common.is_empty() {
+                common.push(b',');
+            }
+            common.extend_from_slice(json!(key).to_string().as_bytes());
+            common.push(b':');
+            common.extend_from_slice(value.to_string().as_bytes());
+        };
+        field(
+            "agent",
             json!({"id": agent.id, "name": agent.name, "version": agent.version}),
         );
-        common.insert("input".into(), json!({"id": input_id, "type": input_type}));
-        common.insert(
-            "data_stream".into(),
-            json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace}),
-        );
+        field("input", json!({"id": input_id, "type": input_type}));
         if let Some(t) = &term {
-            common.insert("leader".into(), json!({"lease": t.lease, "term": t.term}));
+            field("leader", json!({"lease": t.lease, "term": t.term}));
         }
+        let ds = format!(
+            "\"data_stream\":{}",
+            json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
+        );
+        let (produced, refused) = metrics.input_event_counters(input_id);
         EventSink {
             input_id: input_id.into(),
-            common: Arc::new(common),
+            common: common.into(),
+            data_stream: ds.into_bytes().into(),
             term,
             abandon,
-            sender,
-            metrics,
+            sender: sender.for_input(input_id),
+            produced,
+            refused,
         }
     }
 
@@ -103,46 +124,162 @@ impl EventSink {
         self.term.as_ref().is_some_and(|t| t.token.is_cancelled())
     }
 
-    /// Stamps `payload` (its own keys win, except the agent's fields) and
-    /// queues it, waiting while the output's queue is full.
+    /// Stamps `payload` and queues it, waiting while the output's queue is
+    /// full. The payload's own `agent`, `input`, `leader` and `@timestamp`
+    /// are replaced by the agent's.
     pub async fn emit(&self, payload: Map<String, Value>) -> Result<(), Refused> {
-        let mut doc = Map::with_capacity(payload.len() + 6);
-        doc.insert("@timestamp".into(), Value::String(timestamp_now()));
-        for (k, v) in payload {
-            doc.insert(k, v);
-        }
-        for (k, v) in self.common.iter() {
-            if k == "data_stream" && doc.contains_key(k) {
+        let mut line = self.start_line(64 + payload.len() * 32);
+        let own_ds = payload.contains_key("data_stream");
+        for (k, v) in &payload {
+            if OWN_KEYS.contains(&k.as_str()) {
                 continue;
             }
-            doc.insert(k.clone(), v.clone());
+            line.push(b',');
+            let _ = serde_json::to_writer(&mut line, k);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, v);
         }
-        self.queue(doc).await
+        self.finish_line(&mut line, own_ds);
+        self.queue(line).await
     }
 
-    async fn queue(&self, doc: Map<String, Value>) -> Result<(), Refused> {
-        let event = Event::new(self.input_id.clone(), doc);
+    /// Queues an event whose payload is `message` (and `error.message`
+    /// when given): the common case of line-oriented inputs, without
+    /// building a map.
+    pub async fn emit_message(&self, message: &str, error: Option<&str>) -> Result<(), Refused> {
+        let mut line = self.start_line(message.len() + 16);
+        line.extend_from_slice(b",\"message\":");
+        let _ = serde_json::to_writer(&mut line, message);
+        if let Some(e) = error {
+            line.extend_from_slice(b",\"error\":{\"message\":");
+            let _ = serde_json::to_writer(&mut line, e);
+            line.push(b'}');
+        }
+        self.finish_line(&mut line, false);
+        self.queue(line).await
+    }
+
+    fn start_line(&self, payload_hint: usize) -> Vec<u8> {
+        let mut line =
+            Vec::with_capacity(48 + payload_hint + self.common.len() + self.data_stream.len());
+        line.extend_from_slice(b"{\"@timestamp\":\"");
+        line.extend_from_slice(timestamp_now().as_bytes());
+        line.push(b'"');
+        line
+    }
+
+    fn finish_line(&self, line: &mut Vec<u8>, payload_has_data_stream: bool) {
+        if !payload_has_data_stream {
+            line.push(b',');
+            line.extend_from_slice(&self.data_stream);
+        }
+        line.push(b',');
+        line.extend_from_slice(&self.common);
+        line.extend_from_slice(b"}\n");
+    }
+
+    async fn queue(&self, line: Vec<u8>) -> Result<(), Refused> {
+        let event = Event::from_line(self.input_id.clone(), line);
         let never = CancellationToken::new();
         let term = self.term.as_ref().map_or(&never, |t| &t.token);
         // A term already over refuses at once, even if the queue has room.
         if term.is_cancelled() {
-            self.metrics.events_refused(&self.input_id, 1);
+            self.refused.inc();
             return Err(Refused::TermEnded);
         }
         tokio::select! {
             biased;
             () = term.cancelled() => {
-                self.metrics.events_refused(&self.input_id, 1);
+                self.refused.inc();
                 Err(Refused::TermEnded)
             }
             () = self.abandon.cancelled() => Err(Refused::Stopped),
             r = self.sender.send(event) => match r {
                 Ok(()) => {
-                    self.metrics.events_produced(&self.input_id, 1);
+                    self.produced.inc();
                     Ok(())
                 }
                 Err(_) => Err(Refused::OutputClosed),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn events_are_stamped_and_payload_cannot_forge_the_term() {
+        use crate::outputs::{FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(FileSettings::new(dir.path())),
+                queue_events: 8,
+            }],
+            OutputMetrics::new(),
+        )
+        .unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let token = CancellationToken::new();
+        let sink = EventSink::new(
+            "in",
+            "exec",
+            &AgentFields {
+                id: "id-1".into(),
+                name: "agent-a".into(),
+                version: "1".into(),
+            },
+            &DataStream::default(),
+            Some(TermStamp {
+                lease: "l".into(),
+                term: 4,
+                token: token.clone(),
+            }),
+            CancellationToken::new(),
+            outputs.sender("default").unwrap(),
+            AgentMetrics::register(&mut registry),
+        );
+        sink.emit_message("hello \"world\"", Some("cut"))
+            .await
+            .unwrap();
+        let forged: Map<String, Value> = serde_json::from_str(
+            r#"{"leader": {"term": 99}, "agent": "x", "n": 1, "data_stream": {"dataset": "own"}}"#,
+        )
+        .unwrap();
+        sink.emit(forged).await.unwrap();
+        token.cancel();
+        assert_eq!(
+            sink.emit_message("late", None).await,
+            Err(Refused::TermEnded)
+        );
+        outputs
+            .shutdown(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
+            .await;
+        let text = std::fs::read_to_string(dir.path().join("leasehold.ndjson")).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["message"], "hello \"world\"");
+        assert_eq!(lines[0]["error"]["message"], "cut");
+        assert_eq!(lines[0]["leader"], json!({"lease": "l", "term": 4}));
+        assert_eq!(
+            lines[0]["agent"],
+            json!({"id": "id-1", "name": "agent-a", "version": "1"})
+        );
+        assert_eq!(lines[0]["input"], json!({"id": "in", "type": "exec"}));
+        assert_eq!(
+            lines[0]["data_stream"],
+            json!({"type": "logs", "dataset": "generic", "namespace": "default"})
+        );
+        assert!(lines[0]["@timestamp"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(lines[1]["leader"]["term"], 4);
+        assert_eq!(lines[1]["agent"]["name"], "agent-a");
+        assert_eq!(lines[1]["n"], 1);
+        assert_eq!(lines[1]["data_stream"], json!({"dataset": "own"}));
     }
 }

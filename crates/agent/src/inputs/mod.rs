@@ -6,6 +6,11 @@
 //! cancelled) counts as a failure; the runtime restarts it with backoff.
 
 pub mod exec;
+pub mod http;
+pub mod kubernetes;
+pub mod prometheus;
+pub mod schedule;
+pub mod scrape;
 pub mod settings;
 
 use std::sync::Arc;
@@ -20,13 +25,11 @@ pub use settings::{DataStream, Problem};
 use crate::runtime::sink::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 1] = ["exec"];
+pub const TYPES: [&str; 3] = ["exec", "prometheus/metrics", "kubernetes/metrics"];
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
 /// warns, `run` lists such inputs as dropped.
-pub const NOT_YET: [&str; 7] = [
-    "kubernetes/metrics",
-    "prometheus/metrics",
+pub const NOT_YET: [&str; 5] = [
     "http/metrics",
     "filestream",
     "system/metrics",
@@ -85,15 +88,22 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             "default".into()
         }
     };
-    let data_stream = DataStream::read(
-        map.get("data_stream"),
-        &DataStream::default(),
-        &mut problems,
-    );
+    let data_stream = DataStream::read_map(map, &DataStream::default(), &mut problems);
     let input: Option<Arc<dyn Input>> = match type_name.as_str() {
         "exec" => {
             exec::Exec::from_settings(map, &mut problems).map(|e| Arc::new(e) as Arc<dyn Input>)
         }
+        "prometheus/metrics" => {
+            prometheus::Prometheus::from_settings(&input_id(map), map, &data_stream, &mut problems)
+                .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
+        "kubernetes/metrics" => kubernetes::KubernetesMetrics::from_settings(
+            &input_id(map),
+            map,
+            &data_stream,
+            &mut problems,
+        )
+        .map(|e| Arc::new(e) as Arc<dyn Input>),
         t if NOT_YET.contains(&t) => {
             problems.push(
                 Problem::new(
@@ -120,6 +130,16 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             input,
         }),
         _ => Err(problems),
+    }
+}
+
+/// The input's id as rendered (always present after rendering; `check`
+/// sees the policy as written, where it may be missing).
+fn input_id(map: &leasehold_policy::Map) -> String {
+    match map.get("id") {
+        Some(Value::Str(s)) => s.clone(),
+        Some(v) => v.to_subst_text(),
+        None => String::new(),
     }
 }
 

@@ -67,11 +67,14 @@ pub fn unknown_keys(map: &Map, known: &[&str], type_name: &str, out: &mut Vec<Pr
 }
 
 /// Keys every input may have.
-pub const COMMON_KEYS: [&str; 6] = [
+pub const COMMON_KEYS: [&str; 9] = [
     "id",
     "type",
     "use_output",
     "data_stream",
+    "data_stream.type",
+    "data_stream.dataset",
+    "data_stream.namespace",
     "condition",
     "enabled",
 ];
@@ -98,6 +101,29 @@ impl Default for DataStream {
 }
 
 impl DataStream {
+    /// Reads `data_stream: {…}` and the dotted `data_stream.type`,
+    /// `data_stream.dataset`, `data_stream.namespace` keys of `map` (as
+    /// Elastic's standalone policies write them) over `base`.
+    pub fn read_map(map: &Map, base: &DataStream, out: &mut Vec<Problem>) -> DataStream {
+        let mut ds = Self::read(map.get("data_stream"), base, out);
+        for (key, slot) in [
+            ("data_stream.type", &mut ds.kind),
+            ("data_stream.dataset", &mut ds.dataset),
+            ("data_stream.namespace", &mut ds.namespace),
+        ] {
+            match map.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Str(s)) if unresolved(&Value::Str(s.clone())) || valid_part(s) => *slot = s.clone(),
+                Some(Value::Str(s)) => out.push(
+                    Problem::new(key, format!("{s:?} cannot be part of a data stream name"))
+                        .hint("use lower-case letters, digits, '_' and '.', not starting with '_' or '.', at most 100 characters"),
+                ),
+                Some(other) => out.push(Problem::new(key, format!("must be a string, found {}", other.type_name()))),
+            }
+        }
+        ds
+    }
+
     /// Reads `data_stream` over `base`; reports bad values.
     pub fn read(v: Option<&Value>, base: &DataStream, out: &mut Vec<Problem>) -> DataStream {
         let mut ds = base.clone();
@@ -206,5 +232,71 @@ pub fn opt_string(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<String
             ));
             None
         }
+    }
+}
+
+/// Elastic's policies write nested settings with dotted keys
+/// (`ssl.certificate_authorities: [...]`, `metrics_filters.include: [...]`):
+/// a copy of `map` where such keys under `prefixes` are nested, merged with
+/// a nested mapping of the same name if both are written.
+pub fn expand_dotted(map: &Map, prefixes: &[&str]) -> Map {
+    let mut out = Map::new();
+    let mut nested: Vec<(String, Map)> = Vec::new();
+    for (k, v) in map.iter() {
+        match k.split_once('.') {
+            Some((head, rest)) if prefixes.contains(&head) => {
+                match nested.iter_mut().find(|(h, _)| h == head) {
+                    Some((_, m)) => m.insert(rest.to_string(), v.clone()),
+                    None => {
+                        let mut m = Map::new();
+                        m.insert(rest.to_string(), v.clone());
+                        nested.push((head.to_string(), m));
+                    }
+                }
+            }
+            _ => out.insert(k.clone(), v.clone()),
+        }
+    }
+    for (head, m) in nested {
+        let merged = match out.get(&head) {
+            Some(Value::Map(existing)) => {
+                let mut e = existing.clone();
+                for (k, v) in m.iter() {
+                    e.insert(k.clone(), v.clone());
+                }
+                e
+            }
+            _ => m,
+        };
+        out.insert(head, Value::Map(merged));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_keys_are_nested_and_merged() {
+        let mut m = Map::new();
+        m.insert("ssl.verification_mode", Value::Str("none".into()));
+        let mut ssl = Map::new();
+        ssl.insert(
+            "certificate_authorities",
+            Value::List(vec![Value::Str("/ca".into())]),
+        );
+        m.insert("ssl", Value::Map(ssl));
+        m.insert("other.key", Value::Int(1));
+        let e = expand_dotted(&m, &["ssl"]);
+        assert_eq!(e.get("other.key"), Some(&Value::Int(1)));
+        let Some(Value::Map(ssl)) = e.get("ssl") else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            ssl.get("verification_mode"),
+            Some(&Value::Str("none".into()))
+        );
+        assert!(ssl.contains_key("certificate_authorities"));
     }
 }

@@ -114,6 +114,48 @@ impl EventSink {
         }
     }
 
+    /// The same sink writing to another data stream (a stream of an input
+    /// with several).
+    pub fn with_data_stream(&self, data_stream: &DataStream) -> EventSink {
+        let ds = format!(
+            "\"data_stream\":{}",
+            json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
+        );
+        EventSink {
+            data_stream: ds.into_bytes().into(),
+            ..self.clone()
+        }
+    }
+
+    /// Queues a document produced for wall-clock time `at_us` (a periodic
+    /// input's aligned timestamp) with a deterministic id, carried as
+    /// `@metadata._id` as Beats do, so a sink can drop replays.
+    pub async fn emit_at(
+        &self,
+        at_us: i64,
+        id: &str,
+        payload: Map<String, Value>,
+    ) -> Result<(), Refused> {
+        let mut line = Vec::with_capacity(256 + payload.len() * 48);
+        line.extend_from_slice(b"{\"@timestamp\":\"");
+        line.extend_from_slice(crate::inputs::schedule::rfc3339_us(at_us).as_bytes());
+        line.extend_from_slice(b"\",\"@metadata\":{\"_id\":");
+        let _ = serde_json::to_writer(&mut line, id);
+        line.push(b'}');
+        let own_ds = payload.contains_key("data_stream");
+        for (k, v) in &payload {
+            if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" {
+                continue;
+            }
+            line.push(b',');
+            let _ = serde_json::to_writer(&mut line, k);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, v);
+        }
+        self.finish_line(&mut line, own_ds);
+        self.queue(line).await
+    }
+
     /// The producing input's id.
     pub fn input_id(&self) -> &str {
         &self.input_id

@@ -1,0 +1,336 @@
+//! HTTP(S) GET for scraping inputs, with Elastic's settings: a bearer token
+//! file (read at every request, so rotated service-account tokens work),
+//! `ssl.certificate_authorities` and `ssl.verification_mode`
+//! (`full`, `certificate`: chain but not the name, `none`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use leasehold_policy::{Map, Value};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+
+use super::settings::{Problem, unresolved};
+
+/// The largest body accepted from a scrape target.
+pub const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// `ssl.verification_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verification {
+    /// Chain and host name (default).
+    #[default]
+    Full,
+    /// Chain only.
+    Certificate,
+    /// Nothing: the connection is encrypted but not authenticated.
+    None,
+}
+
+/// TLS and authentication settings of a scraping stream.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HttpSettings {
+    /// `bearer_token_file`.
+    pub bearer_token_file: Option<PathBuf>,
+    /// `ssl.certificate_authorities`: PEM files trusted besides the system's.
+    pub certificate_authorities: Vec<PathBuf>,
+    /// `ssl.verification_mode`.
+    pub verification: Verification,
+}
+
+impl HttpSettings {
+    /// Reads `bearer_token_file` and `ssl.*` from a stream's settings.
+    pub fn read(map: &Map, out: &mut Vec<Problem>) -> HttpSettings {
+        let mut s = HttpSettings::default();
+        match map.get("bearer_token_file") {
+            None | Some(Value::Null) => {}
+            Some(Value::Str(p)) => s.bearer_token_file = Some(PathBuf::from(p)),
+            Some(other) => out.push(Problem::new(
+                "bearer_token_file",
+                format!("must be a file path, found {}", other.type_name()),
+            )),
+        }
+        let ssl = match map.get("ssl") {
+            None | Some(Value::Null) => return s,
+            Some(Value::Map(m)) => m,
+            Some(v) if unresolved(v) => return s,
+            Some(other) => {
+                out.push(Problem::new(
+                    "ssl",
+                    format!("must be a mapping, found {}", other.type_name()),
+                ));
+                return s;
+            }
+        };
+        for (k, v) in ssl.iter() {
+            match k.as_str() {
+                "certificate_authorities" => match v {
+                    Value::List(items) => {
+                        for (i, item) in items.iter().enumerate() {
+                            match item {
+                                Value::Str(p) => s.certificate_authorities.push(PathBuf::from(p)),
+                                other => out.push(Problem::new(
+                                    &format!("ssl.certificate_authorities.{i}"),
+                                    format!("must be a file path, found {}", other.type_name()),
+                                )),
+                            }
+                        }
+                    }
+                    Value::Str(p) => s.certificate_authorities.push(PathBuf::from(p)),
+                    other => out.push(Problem::new(
+                        "ssl.certificate_authorities",
+                        format!(
+                            "must be a list of PEM file paths, found {}",
+                            other.type_name()
+                        ),
+                    )),
+                },
+                "verification_mode" => match v {
+                    Value::Str(m) if m == "full" || m == "strict" => {
+                        s.verification = Verification::Full
+                    }
+                    Value::Str(m) if m == "certificate" => {
+                        s.verification = Verification::Certificate
+                    }
+                    Value::Str(m) if m == "none" => s.verification = Verification::None,
+                    v if unresolved(v) => {}
+                    other => out.push(
+                        Problem::new(
+                            "ssl.verification_mode",
+                            format!("unknown mode {}", other.to_subst_text()),
+                        )
+                        .hint("use full, certificate or none"),
+                    ),
+                },
+                "enabled" => {}
+                other => out.push(
+                    Problem::new(&format!("ssl.{other}"), "unknown setting").hint(
+                        "known settings: certificate_authorities, verification_mode, enabled",
+                    ),
+                ),
+            }
+        }
+        s
+    }
+}
+
+/// A reusable client for one stream.
+#[derive(Clone)]
+pub struct Fetcher {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    bearer_token_file: Option<PathBuf>,
+    timeout: Duration,
+}
+
+/// What a GET returned.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The `Content-Type` header.
+    pub content_type: Option<String>,
+    /// The body as text (invalid UTF-8 replaced).
+    pub body: String,
+}
+
+impl Fetcher {
+    /// A client with `settings`; errors name the CA file that cannot be used.
+    pub fn new(settings: &HttpSettings, timeout: Duration) -> Result<Fetcher, String> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        let native = rustls_native_certs_roots();
+        roots.add_parsable_certificates(native);
+        for path in &settings.certificate_authorities {
+            let mut any = false;
+            let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
+                format!(
+                    "ssl.certificate_authorities: cannot read {}: {e}",
+                    path.display()
+                )
+            })?;
+            for cert in certs {
+                let cert = cert
+                    .map_err(|e| format!("ssl.certificate_authorities: {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("ssl.certificate_authorities: {}: {e}", path.display()))?;
+                any = true;
+            }
+            if !any {
+                return Err(format!(
+                    "ssl.certificate_authorities: {} holds no PEM certificate",
+                    path.display()
+                ));
+            }
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?;
+        let roots = Arc::new(roots);
+        let config = match settings.verification {
+            Verification::Full => builder.with_root_certificates(roots).with_no_client_auth(),
+            Verification::Certificate | Verification::None => {
+                let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    roots,
+                    provider.clone(),
+                )
+                .build()
+                .map_err(|e| format!("ssl.certificate_authorities: {e}"))?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Relaxed {
+                        inner,
+                        check_chain: settings.verification == Verification::Certificate,
+                        provider,
+                    }))
+                    .with_no_client_auth()
+            }
+        };
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Fetcher {
+            client: Client::builder(TokioExecutor::new()).build(https),
+            bearer_token_file: settings.bearer_token_file.clone(),
+            timeout,
+        })
+    }
+
+    /// GETs `url` with `accept`, within the timeout.
+    pub async fn get(&self, url: &str, accept: &str) -> Result<Fetched, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: not a URL: {e}"))?;
+        let mut req = hyper::Request::get(uri).header(hyper::header::ACCEPT, accept);
+        if let Some(path) = &self.bearer_token_file {
+            let token = std::fs::read_to_string(path)
+                .map_err(|e| format!("bearer_token_file {}: {e}", path.display()))?;
+            req = req.header(
+                hyper::header::AUTHORIZATION,
+                format!("Bearer {}", token.trim()),
+            );
+        }
+        let req = req.body(Empty::new()).map_err(|e| format!("{url}: {e}"))?;
+        let work = async {
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+            let status = resp.status();
+            let content_type = resp
+                .headers()
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body = Limited::new(resp.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: reading the body: {e}"))?
+                .to_bytes();
+            if !status.is_success() {
+                let text = String::from_utf8_lossy(&body[..body.len().min(200)])
+                    .trim()
+                    .to_string();
+                return Err(format!("{url}: HTTP {status}: {text}"));
+            }
+            Ok(Fetched {
+                content_type,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            })
+        };
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .map_err(|_| format!("{url}: no answer within {:?}", self.timeout))?
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn rustls_native_certs_roots() -> Vec<CertificateDer<'static>> {
+    rustls_native_certs::load_native_certs().certs
+}
+
+/// Verification for `certificate` (chain, any name) and `none` (nothing).
+#[derive(Debug)]
+struct Relaxed {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    check_chain: bool,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for Relaxed {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if !self.check_chain {
+            return Ok(ServerCertVerified::assertion());
+        }
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Ok(v) => Ok(v),
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

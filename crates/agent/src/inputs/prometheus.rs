@@ -1,0 +1,295 @@
+//! `prometheus/metrics`: Metricbeat's `prometheus` module, `collector`
+//! metricset. Each stream scrapes its `hosts` every `period` (aligned on the
+//! wall clock) and writes one event per label set: `prometheus.labels.*`
+//! and `prometheus.metrics.<sample name>: value`. A histogram's buckets
+//! (`le`) and a summary's quantiles (`quantile`) are each their own label
+//! set; `_sum` and `_count` share the series' labels. NaN samples are
+//! dropped, as Metricbeat does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use leasehold_policy::{Map, Value};
+use leasehold_prometheus_text::{Family, group_by_labels};
+use serde_json::{Value as Json, json};
+
+use super::http::HttpSettings;
+use super::scrape::{self, Doc, Metricset, Stream};
+use super::settings::{DataStream, Problem, expand_dotted, unknown_keys, unresolved};
+use super::{Input, InputContext};
+
+/// Keys of a `prometheus/metrics` stream (or of the input itself when it
+/// has no `streams`).
+pub const STREAM_KEYS: [&str; 19] = [
+    "metricsets",
+    "hosts",
+    "metrics_path",
+    "period",
+    "timeout",
+    "bearer_token_file",
+    "ssl",
+    "metrics_filters",
+    "use_types",
+    "rate_counters",
+    "data_stream",
+    "data_stream.type",
+    "data_stream.dataset",
+    "data_stream.namespace",
+    "condition",
+    "ssl.certificate_authorities",
+    "ssl.verification_mode",
+    "metrics_filters.include",
+    "metrics_filters.exclude",
+];
+
+/// The `collector` metricset.
+pub struct Collector;
+
+impl Metricset for Collector {
+    fn name(&self) -> &str {
+        "collector"
+    }
+
+    fn module(&self) -> &str {
+        "prometheus"
+    }
+
+    fn documents(&self, families: &[Family], _host: &str) -> Vec<Doc> {
+        group_by_labels(families)
+            .into_iter()
+            .map(|g| {
+                let labels: serde_json::Map<String, Json> = g
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+                    .collect();
+                let metrics: serde_json::Map<String, Json> = g
+                    .metrics
+                    .iter()
+                    .map(|(k, v)| (k.clone(), number(*v)))
+                    .collect();
+                let object = g
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let mut fields = serde_json::Map::new();
+                fields.insert(
+                    "prometheus".into(),
+                    json!({"labels": labels, "metrics": metrics}),
+                );
+                Doc { object, fields }
+            })
+            .collect()
+    }
+}
+
+/// A metric value as JSON: integers stay integers; ±Inf as strings (JSON
+/// has no infinities).
+pub fn number(v: f64) -> Json {
+    if v.is_infinite() {
+        return Json::String(if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        });
+    }
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        return json!(v as i64);
+    }
+    json!(v)
+}
+
+/// A `prometheus/metrics` input.
+pub struct Prometheus {
+    /// The input's id (part of every document id).
+    pub id: String,
+    /// Its streams.
+    pub streams: Vec<Stream>,
+}
+
+/// What a scraping input type accepts in its streams.
+pub struct StreamSchema<'a> {
+    /// `prometheus/metrics`, `kubernetes/metrics`.
+    pub type_name: &'a str,
+    /// Keys a stream may have.
+    pub keys: &'a [&'a str],
+    /// The default `data_stream.dataset` of a stream running a metricset.
+    pub default_dataset: fn(&str) -> String,
+    /// The metricset of a name, if it exists.
+    pub metricset: fn(&str) -> Option<Arc<dyn Metricset>>,
+    /// The metricset names, for errors.
+    pub allowed: &'a str,
+}
+
+/// Reads the streams of a scraping input (`streams:`, or the input's own
+/// settings when it has none).
+pub fn read_streams(
+    map: &Map,
+    input_ds: &DataStream,
+    schema: &StreamSchema<'_>,
+    out: &mut Vec<Problem>,
+) -> Vec<Stream> {
+    let StreamSchema {
+        type_name,
+        keys,
+        default_dataset,
+        metricset,
+        allowed,
+    } = *schema;
+    let own: Vec<(String, Map)> = match map.get("streams") {
+        Some(Value::List(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Value::Map(m) => Some((
+                    format!("streams.{i}."),
+                    expand_dotted(m, &["ssl", "metrics_filters"]),
+                )),
+                other => {
+                    out.push(Problem::new(
+                        &format!("streams.{i}"),
+                        format!("must be a mapping, found {}", other.type_name()),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        None | Some(Value::Null) => vec![(
+            String::new(),
+            expand_dotted(map, &["ssl", "metrics_filters"]),
+        )],
+        Some(other) => {
+            out.push(Problem::new(
+                "streams",
+                format!("must be a list of mappings, found {}", other.type_name()),
+            ));
+            return Vec::new();
+        }
+    };
+    let top_level = map.get("streams").is_none();
+    let mut streams = Vec::new();
+    for (prefix, m) in &own {
+        let mut p = Vec::new();
+        if !top_level {
+            unknown_keys(m, keys, type_name, &mut p);
+        }
+        let names: Vec<String> = match m.get("metricsets") {
+            None | Some(Value::Null) => {
+                p.push(
+                    Problem::new("metricsets", "is required").hint(format!("available: {allowed}")),
+                );
+                Vec::new()
+            }
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            Some(Value::Str(s)) => vec![s.clone()],
+            Some(v) if unresolved(v) => Vec::new(),
+            Some(other) => {
+                p.push(Problem::new(
+                    "metricsets",
+                    format!("must be a list, found {}", other.type_name()),
+                ));
+                Vec::new()
+            }
+        };
+        let mut sets = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            match metricset(n) {
+                Some(s) => sets.push(s),
+                None => p.push(
+                    Problem::new(
+                        &format!("metricsets.{i}"),
+                        format!("unknown metricset `{n}` of `{type_name}`"),
+                    )
+                    .hint(format!("available: {allowed}")),
+                ),
+            }
+        }
+        for flag in ["use_types", "rate_counters"] {
+            if let Some(Value::Bool(true)) = m.get(flag) {
+                p.push(Problem::new(flag, "`true` is not supported: events have Metricbeat's untyped shape (prometheus.metrics.<name>)").hint(format!("remove `{flag}` or set it to false")));
+            }
+        }
+        let period = scrape::duration(m, "period", Duration::from_secs(10), &mut p);
+        let timeout = scrape::duration(m, "timeout", period, &mut p);
+        let urls = scrape::urls(m, "/metrics", &mut p);
+        let http = HttpSettings::read(m, &mut p);
+        let (include, exclude) = scrape::filters(m, &mut p);
+        let base = DataStream {
+            kind: "metrics".into(),
+            dataset: names
+                .first()
+                .map_or_else(|| default_dataset(""), |n| default_dataset(n)),
+            namespace: input_ds.namespace.clone(),
+        };
+        let data_stream = DataStream::read_map(m, &base, &mut p);
+        for mut problem in p {
+            if !prefix.is_empty() {
+                let mut path: Vec<String> = prefix
+                    .trim_end_matches('.')
+                    .split('.')
+                    .map(str::to_string)
+                    .collect();
+                path.extend(problem.path);
+                problem.path = path;
+            }
+            out.push(problem);
+        }
+        streams.push(Stream {
+            urls,
+            period,
+            timeout,
+            http,
+            data_stream,
+            metricsets: sets,
+            include,
+            exclude,
+        });
+    }
+    streams
+}
+
+impl Prometheus {
+    /// Reads the settings; `None` when they are bad (problems pushed).
+    pub fn from_settings(
+        id: &str,
+        map: &Map,
+        ds: &DataStream,
+        out: &mut Vec<Problem>,
+    ) -> Option<Prometheus> {
+        let before = out.len();
+        let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
+        keys.push("streams");
+        unknown_keys(map, &keys, "prometheus/metrics", out);
+        let schema = StreamSchema {
+            type_name: "prometheus/metrics",
+            keys: &STREAM_KEYS,
+            default_dataset: |_| "prometheus.collector".to_string(),
+            metricset: |n| (n == "collector").then(|| Arc::new(Collector) as Arc<dyn Metricset>),
+            allowed: "collector",
+        };
+        let streams = read_streams(map, ds, &schema, out);
+        (out.len() == before).then(|| Prometheus {
+            id: id.to_string(),
+            streams,
+        })
+    }
+}
+
+impl Input for Prometheus {
+    fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(scrape::run_streams(
+            self.id.clone(),
+            self.streams.clone(),
+            ctx,
+        ))
+    }
+}

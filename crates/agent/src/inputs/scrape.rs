@@ -1,0 +1,322 @@
+//! Periodic scraping streams, shared by `prometheus/metrics` and
+//! `kubernetes/metrics`: each stream fetches each of its hosts on
+//! wall-clock multiples of `period`, parses the exposition, turns it into
+//! documents through its metricset, and emits them stamped with the aligned
+//! time and a deterministic id. A failed fetch is logged and counted; the
+//! stream goes on with the next period.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_policy::{Map, Value};
+use leasehold_prometheus_text::{Family, format_of, parse_lenient};
+use regex::Regex;
+use serde_json::Value as Json;
+
+use super::InputContext;
+use super::http::{Fetcher, HttpSettings};
+use super::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
+use super::settings::{DataStream, Problem, unresolved};
+use crate::runtime::sink::EventSink;
+
+/// `Accept` of a scrape: OpenMetrics first, the text format as fallback.
+pub const ACCEPT: &str =
+    "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// One document of a metricset: the object it describes (for its id) and
+/// its fields.
+pub struct Doc {
+    /// What the document is about (a label set, `namespace/pod`, …).
+    pub object: String,
+    /// Fields, merged into the event.
+    pub fields: serde_json::Map<String, Json>,
+}
+
+/// Turns one scrape into documents.
+pub trait Metricset: Send + Sync + 'static {
+    /// Its name (`collector`, `state_pod`, …).
+    fn name(&self) -> &str;
+    /// The module (`prometheus`, `kubernetes`).
+    fn module(&self) -> &str;
+    /// Documents of one scrape of `host`.
+    fn documents(&self, families: &[Family], host: &str) -> Vec<Doc>;
+}
+
+/// A stream's settings.
+#[derive(Clone)]
+pub struct Stream {
+    /// Full URLs to fetch.
+    pub urls: Vec<String>,
+    /// Fetch every `period`, aligned on the wall clock.
+    pub period: Duration,
+    /// Per fetch.
+    pub timeout: Duration,
+    /// TLS and token.
+    pub http: HttpSettings,
+    /// Where its events go.
+    pub data_stream: DataStream,
+    /// The metricsets it runs on each fetch.
+    pub metricsets: Vec<Arc<dyn Metricset>>,
+    /// `metrics_filters.include` (empty: all).
+    pub include: Vec<Regex>,
+    /// `metrics_filters.exclude`.
+    pub exclude: Vec<Regex>,
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Self) -> bool {
+        self.urls == other.urls
+            && self.period == other.period
+            && self.timeout == other.timeout
+            && self.http == other.http
+            && self.data_stream == other.data_stream
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("urls", &self.urls)
+            .field("period", &self.period)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads `period`-like durations: `10s`, `1m`, or whole seconds.
+pub fn duration(map: &Map, key: &str, default: Duration, out: &mut Vec<Problem>) -> Duration {
+    match map.get(key) {
+        None | Some(Value::Null) => default,
+        Some(v) if unresolved(v) => default,
+        Some(v) => match crate::runtime::config::parse_duration(v) {
+            Ok(d) if d >= Duration::from_millis(100) && d <= Duration::from_secs(24 * 3600) => d,
+            Ok(_) => {
+                out.push(Problem::new(key, "must be between 100ms and 24h"));
+                default
+            }
+            Err(e) => {
+                out.push(Problem::new(key, e).hint("e.g. `10s` or `1m`"));
+                default
+            }
+        },
+    }
+}
+
+/// `hosts` with `metrics_path`: full URLs (`http://` added when a host has
+/// no scheme, as Metricbeat does).
+pub fn urls(map: &Map, default_path: &str, out: &mut Vec<Problem>) -> Vec<String> {
+    let path = match map.get("metrics_path") {
+        None | Some(Value::Null) => default_path.to_string(),
+        Some(Value::Str(p)) => p.clone(),
+        Some(other) => {
+            out.push(Problem::new(
+                "metrics_path",
+                format!("must be a string, found {}", other.type_name()),
+            ));
+            default_path.to_string()
+        }
+    };
+    let hosts: Vec<String> = match map.get("hosts") {
+        None | Some(Value::Null) => {
+            out.push(Problem::new("hosts", "is required").hint("e.g. `hosts: ['localhost:9090']`"));
+            return Vec::new();
+        }
+        Some(Value::List(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| match h {
+                Value::Str(s) => Some(s.clone()),
+                other => {
+                    out.push(Problem::new(
+                        &format!("hosts.{i}"),
+                        format!("must be a string, found {}", other.type_name()),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        Some(Value::Str(s)) => vec![s.clone()],
+        Some(other) => {
+            out.push(Problem::new(
+                "hosts",
+                format!(
+                    "must be a list of host:port or URLs, found {}",
+                    other.type_name()
+                ),
+            ));
+            return Vec::new();
+        }
+    };
+    if hosts.is_empty() {
+        out.push(Problem::new("hosts", "must not be empty"));
+    }
+    hosts
+        .into_iter()
+        .filter(|h| !h.contains("${"))
+        .map(|h| {
+            let with_scheme = if h.contains("://") {
+                h
+            } else {
+                format!("http://{h}")
+            };
+            // A host that already names a path keeps it.
+            let after_scheme = with_scheme.split_once("://").map_or("", |(_, r)| r);
+            if after_scheme.contains('/') {
+                with_scheme
+            } else {
+                format!(
+                    "{with_scheme}{}{path}",
+                    if path.starts_with('/') { "" } else { "/" }
+                )
+            }
+        })
+        .collect()
+}
+
+/// `metrics_filters.include` / `exclude`: regexes anchored on the whole
+/// metric name.
+pub fn filters(map: &Map, out: &mut Vec<Problem>) -> (Vec<Regex>, Vec<Regex>) {
+    let Some(Value::Map(f)) = map.get("metrics_filters") else {
+        if let Some(v) = map.get("metrics_filters")
+            && !matches!(v, Value::Null)
+        {
+            out.push(Problem::new(
+                "metrics_filters",
+                "must be a mapping with `include` and/or `exclude`",
+            ));
+        }
+        return (Vec::new(), Vec::new());
+    };
+    let mut read = |key: &str| -> Vec<Regex> {
+        match f.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::List(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| match p {
+                    Value::Str(s) => match Regex::new(&format!("^(?:{s})$")) {
+                        Ok(r) => Some(r),
+                        Err(e) => {
+                            out.push(Problem::new(
+                                &format!("metrics_filters.{key}.{i}"),
+                                format!("not a regular expression: {e}"),
+                            ));
+                            None
+                        }
+                    },
+                    other => {
+                        out.push(Problem::new(
+                            &format!("metrics_filters.{key}.{i}"),
+                            format!("must be a string, found {}", other.type_name()),
+                        ));
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                out.push(Problem::new(
+                    &format!("metrics_filters.{key}"),
+                    format!("must be a list of patterns, found {}", other.type_name()),
+                ));
+                Vec::new()
+            }
+        }
+    };
+    let include = read("include");
+    let exclude = read("exclude");
+    for (k, _) in f.iter() {
+        if k != "include" && k != "exclude" {
+            out.push(
+                Problem::new(&format!("metrics_filters.{k}"), "unknown setting")
+                    .hint("known settings: include, exclude"),
+            );
+        }
+    }
+    (include, exclude)
+}
+
+/// Runs every (stream, URL) until cancelled.
+pub async fn run_streams(
+    input_id: String,
+    streams: Vec<Stream>,
+    ctx: InputContext,
+) -> Result<(), String> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for stream in streams {
+        let fetcher = Fetcher::new(&stream.http, stream.timeout)?;
+        let sink = ctx.sink.with_data_stream(&stream.data_stream);
+        for url in stream.urls.clone() {
+            tasks.spawn(run_url(
+                input_id.clone(),
+                stream.clone(),
+                url,
+                fetcher.clone(),
+                sink.clone(),
+                ctx.cancel.clone(),
+            ));
+        }
+    }
+    ctx.cancel.cancelled().await;
+    tasks.shutdown().await;
+    Ok(())
+}
+
+async fn run_url(
+    input_id: String,
+    stream: Stream,
+    url: String,
+    fetcher: Fetcher,
+    sink: EventSink,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let period_ms = stream.period.as_millis() as u64;
+    let mut failing = false;
+    loop {
+        let at = next_aligned(now_us(), stream.period);
+        tokio::select! {
+            () = sleep_until_wall(at) => {}
+            () = cancel.cancelled() => return,
+        }
+        let started = std::time::Instant::now();
+        let fetched = match fetcher.get(&url, ACCEPT).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(input = %input_id, url = %url, "fetch failed: {e}");
+                failing = true;
+                continue;
+            }
+        };
+        if failing {
+            tracing::info!(input = %input_id, url = %url, "fetching again");
+            failing = false;
+        }
+        let (families, errors) =
+            parse_lenient(&fetched.body, format_of(fetched.content_type.as_deref()));
+        if let Some(e) = errors.first() {
+            tracing::warn!(input = %input_id, url = %url, "{} line(s) could not be parsed, first: {e}", errors.len());
+        }
+        let families =
+            leasehold_prometheus_text::filter(families, &stream.include, &stream.exclude);
+        let took_ns = started.elapsed().as_nanos() as u64;
+        for ms in &stream.metricsets {
+            for doc in ms.documents(&families, &url) {
+                let id = document_id(&[&input_id, ms.name(), &url, &doc.object, &at.to_string()]);
+                let mut fields = doc.fields;
+                fields.insert(
+                    "metricset".into(),
+                    serde_json::json!({"name": ms.name(), "period": period_ms}),
+                );
+                fields.insert(
+                    "event".into(),
+                    serde_json::json!({"module": ms.module(), "dataset": stream.data_stream.dataset, "duration": took_ns}),
+                );
+                fields.insert(
+                    "service".into(),
+                    serde_json::json!({"address": url, "type": ms.module()}),
+                );
+                if sink.emit_at(at, &id, fields).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

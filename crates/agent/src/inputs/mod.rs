@@ -65,6 +65,8 @@ pub struct InputSpec {
     pub data_stream: DataStream,
     /// The input itself.
     pub input: Arc<dyn Input>,
+    /// Settings it ignores (Elastic settings this version does not use).
+    pub warnings: Vec<Problem>,
 }
 
 /// Builds an input from its rendered settings, or lists every problem.
@@ -123,11 +125,12 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
         }
     };
     match input {
-        Some(input) if problems.is_empty() => Ok(InputSpec {
+        Some(input) if problems.iter().all(|p| p.warning) => Ok(InputSpec {
             type_name,
             use_output,
             data_stream,
             input,
+            warnings: problems,
         }),
         _ => Err(problems),
     }
@@ -157,11 +160,11 @@ pub fn check_policy(policy: &Policy) -> Vec<Diagnostic> {
         }
         let value = input.to_value();
         let problems = match build(&value) {
-            Ok(_) => continue,
+            Ok(spec) => spec.warnings,
             Err(p) => p,
         };
         for p in problems {
-            let severity = if p.path == ["type"] && NOT_YET.contains(&t) {
+            let severity = if p.warning || (p.path == ["type"] && NOT_YET.contains(&t)) {
                 Severity::Warning
             } else {
                 Severity::Error

@@ -16,7 +16,7 @@ use serde_json::{Value as Json, json};
 
 use super::http::HttpSettings;
 use super::scrape::{self, Doc, Metricset, Stream};
-use super::settings::{DataStream, Problem, expand_dotted, unknown_keys, unresolved};
+use super::settings::{DataStream, Problem, expand_dotted, unknown_keys_lenient, unresolved};
 use super::{Input, InputContext};
 
 /// Keys of a `prometheus/metrics` stream (or of the input itself when it
@@ -41,6 +41,33 @@ pub const STREAM_KEYS: [&str; 19] = [
     "ssl.verification_mode",
     "metrics_filters.include",
     "metrics_filters.exclude",
+];
+
+/// Metricsets of Elastic's `prometheus` and `kubernetes` modules that this
+/// version does not have: a stream naming one skips it, with a warning.
+pub const ELASTIC_METRICSETS: [&str; 22] = [
+    "query",
+    "remote_write",
+    "container",
+    "controllermanager",
+    "event",
+    "node",
+    "pod",
+    "proxy",
+    "scheduler",
+    "system",
+    "volume",
+    "state_cronjob",
+    "state_horizontalpodautoscaler",
+    "state_job",
+    "state_persistentvolume",
+    "state_persistentvolumeclaim",
+    "state_replicaset",
+    "state_resourcequota",
+    "state_service",
+    "state_statefulset",
+    "state_storageclass",
+    "state_pvc",
 ];
 
 /// The `collector` metricset.
@@ -174,7 +201,7 @@ pub fn read_streams(
     for (prefix, m) in &own {
         let mut p = Vec::new();
         if !top_level {
-            unknown_keys(m, keys, type_name, &mut p);
+            unknown_keys_lenient(m, keys, type_name, &mut p);
         }
         let names: Vec<String> = match m.get("metricsets") {
             None | Some(Value::Null) => {
@@ -204,6 +231,13 @@ pub fn read_streams(
         for (i, n) in names.iter().enumerate() {
             match metricset(n) {
                 Some(s) => sets.push(s),
+                None if ELASTIC_METRICSETS.contains(&n.as_str()) => p.push(
+                    Problem::warning(
+                        &format!("metricsets.{i}"),
+                        format!("metricset `{n}` of `{type_name}` is not available in this version of leasehold; the stream skips it"),
+                    )
+                    .hint(format!("available: {allowed}")),
+                ),
                 None => p.push(
                     Problem::new(
                         &format!("metricsets.{i}"),
@@ -218,6 +252,11 @@ pub fn read_streams(
                 p.push(Problem::new(flag, "`true` is not supported: events have Metricbeat's untyped shape (prometheus.metrics.<name>)").hint(format!("remove `{flag}` or set it to false")));
             }
         }
+        if sets.is_empty() {
+            // Nothing it can run (said above): the stream is left out.
+            push_with_prefix(out, prefix, p);
+            continue;
+        }
         let period = scrape::duration(m, "period", Duration::from_secs(10), &mut p);
         let timeout = scrape::duration(m, "timeout", period, &mut p);
         let urls = scrape::urls(m, "/metrics", &mut p);
@@ -231,18 +270,7 @@ pub fn read_streams(
             namespace: input_ds.namespace.clone(),
         };
         let data_stream = DataStream::read_map(m, &base, &mut p);
-        for mut problem in p {
-            if !prefix.is_empty() {
-                let mut path: Vec<String> = prefix
-                    .trim_end_matches('.')
-                    .split('.')
-                    .map(str::to_string)
-                    .collect();
-                path.extend(problem.path);
-                problem.path = path;
-            }
-            out.push(problem);
-        }
+        push_with_prefix(out, prefix, p);
         streams.push(Stream {
             urls,
             period,
@@ -257,6 +285,44 @@ pub fn read_streams(
     streams
 }
 
+/// Adds a stream's problems to the input's, under `streams.N.` when the
+/// input has streams.
+fn push_with_prefix(out: &mut Vec<Problem>, prefix: &str, problems: Vec<Problem>) {
+    for mut problem in problems {
+        if !prefix.is_empty() {
+            let mut path: Vec<String> = prefix
+                .trim_end_matches('.')
+                .split('.')
+                .map(str::to_string)
+                .collect();
+            path.extend(problem.path);
+            problem.path = path;
+        }
+        out.push(problem);
+    }
+}
+
+/// The streams, unless an error was found; an input whose streams all
+/// fell away (only unavailable metricsets) is not run, with a warning.
+pub fn finish(
+    out: &mut Vec<Problem>,
+    before: usize,
+    streams: Vec<Stream>,
+    type_name: &str,
+) -> Option<Vec<Stream>> {
+    if out[before..].iter().any(|p| !p.warning) {
+        return None;
+    }
+    if streams.is_empty() {
+        out.push(Problem::warning(
+            "streams",
+            format!("no stream of this `{type_name}` input runs a metricset this version has; the input does not run"),
+        ));
+        return None;
+    }
+    Some(streams)
+}
+
 impl Prometheus {
     /// Reads the settings; `None` when they are bad (problems pushed).
     pub fn from_settings(
@@ -268,7 +334,7 @@ impl Prometheus {
         let before = out.len();
         let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
         keys.push("streams");
-        unknown_keys(map, &keys, "prometheus/metrics", out);
+        unknown_keys_lenient(map, &keys, "prometheus/metrics", out);
         let schema = StreamSchema {
             type_name: "prometheus/metrics",
             keys: &STREAM_KEYS,
@@ -277,7 +343,7 @@ impl Prometheus {
             allowed: "collector",
         };
         let streams = read_streams(map, ds, &schema, out);
-        (out.len() == before).then(|| Prometheus {
+        finish(out, before, streams, "prometheus/metrics").map(|streams| Prometheus {
             id: id.to_string(),
             streams,
         })

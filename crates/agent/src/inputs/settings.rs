@@ -16,6 +16,9 @@ pub struct Problem {
     pub message: String,
     /// How to fix it.
     pub hint: Option<String>,
+    /// Only a warning: the setting is ignored (an Elastic setting this
+    /// version does not use) and the input still runs.
+    pub warning: bool,
 }
 
 impl Problem {
@@ -25,6 +28,15 @@ impl Problem {
             path: path.split('.').map(str::to_string).collect(),
             message: message.into(),
             hint: None,
+            warning: false,
+        }
+    }
+
+    /// A warning at `path`.
+    pub fn warning(path: &str, message: impl Into<String>) -> Self {
+        Problem {
+            warning: true,
+            ..Problem::new(path, message)
         }
     }
 
@@ -52,17 +64,42 @@ pub fn unresolved(v: &Value) -> bool {
 }
 
 /// Reports every key of `map` not in `known` (plus the keys every input
-/// may have).
+/// may have): an error for leasehold's own input types; a warning for
+/// Elastic's (`lenient`), whose policies carry settings this version
+/// ignores.
 pub fn unknown_keys(map: &Map, known: &[&str], type_name: &str, out: &mut Vec<Problem>) {
+    check_keys(map, known, type_name, false, out);
+}
+
+/// As [`unknown_keys`], with unknown keys reported as warnings.
+pub fn unknown_keys_lenient(map: &Map, known: &[&str], type_name: &str, out: &mut Vec<Problem>) {
+    check_keys(map, known, type_name, true, out);
+}
+
+fn check_keys(map: &Map, known: &[&str], type_name: &str, lenient: bool, out: &mut Vec<Problem>) {
     for (k, _) in map.iter() {
-        if !COMMON_KEYS.contains(&k.as_str()) && !known.contains(&k.as_str()) {
-            let mut all: Vec<&str> = COMMON_KEYS.to_vec();
-            all.extend_from_slice(known);
-            out.push(
-                Problem::new(k, format!("unknown setting of input type `{type_name}`"))
-                    .hint(format!("known settings: {}", all.join(", "))),
-            );
+        if COMMON_KEYS.contains(&k.as_str()) || known.contains(&k.as_str()) {
+            continue;
         }
+        let mut all: Vec<&str> = COMMON_KEYS.to_vec();
+        for k in known {
+            if !all.contains(k) && !k.contains('.') {
+                all.push(k);
+            }
+        }
+        all.retain(|k| !k.contains('.'));
+        let hint = format!("known settings: {}", all.join(", "));
+        out.push(if lenient {
+            Problem::warning(
+                k,
+                format!(
+                    "setting of `{type_name}` not used by this version of leasehold; it is ignored"
+                ),
+            )
+            .hint(hint)
+        } else {
+            Problem::new(k, format!("unknown setting of input type `{type_name}`")).hint(hint)
+        });
     }
 }
 

@@ -13,7 +13,7 @@ use leasehold_policy::Map;
 
 use super::prometheus::{STREAM_KEYS, StreamSchema, read_streams};
 use super::scrape::{self, Metricset, Stream};
-use super::settings::{DataStream, Problem, unknown_keys};
+use super::settings::{DataStream, Problem, unknown_keys_lenient};
 use super::{Input, InputContext};
 
 /// A `kubernetes/metrics` input.
@@ -42,7 +42,7 @@ impl KubernetesMetrics {
         let before = out.len();
         let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
         keys.push("streams");
-        unknown_keys(map, &keys, "kubernetes/metrics", out);
+        unknown_keys_lenient(map, &keys, "kubernetes/metrics", out);
         let allowed = format!("{}, apiserver", state::STATE_METRICSETS.join(", "));
         let schema = StreamSchema {
             type_name: "kubernetes/metrics",
@@ -52,9 +52,11 @@ impl KubernetesMetrics {
             allowed: &allowed,
         };
         let streams = read_streams(map, ds, &schema, out);
-        (out.len() == before).then(|| KubernetesMetrics {
-            id: id.to_string(),
-            streams,
+        super::prometheus::finish(out, before, streams, "kubernetes/metrics").map(|streams| {
+            KubernetesMetrics {
+                id: id.to_string(),
+                streams,
+            }
         })
     }
 }

@@ -270,6 +270,7 @@ pub fn read_streams(
             namespace: input_ds.namespace.clone(),
         };
         let data_stream = DataStream::read_map(m, &base, &mut p);
+        let dataset_per_metricset = data_stream.dataset == base.dataset && sets.len() > 1;
         push_with_prefix(out, prefix, p);
         streams.push(Stream {
             urls,
@@ -277,6 +278,7 @@ pub fn read_streams(
             timeout,
             http,
             data_stream,
+            dataset_per_metricset,
             metricsets: sets,
             include,
             exclude,

@@ -55,6 +55,10 @@ pub struct Stream {
     pub http: HttpSettings,
     /// Where its events go.
     pub data_stream: DataStream,
+    /// `data_stream.dataset` was not written: each metricset's documents go
+    /// to `<module>.<metricset>` (e.g. `kubernetes.state_pod`), as
+    /// Elastic's integration routes them.
+    pub dataset_per_metricset: bool,
     /// The metricsets it runs on each fetch.
     pub metricsets: Vec<Arc<dyn Metricset>>,
     /// `metrics_filters.include` (empty: all).
@@ -243,14 +247,24 @@ pub async fn run_streams(
     let mut tasks = tokio::task::JoinSet::new();
     for stream in streams {
         let fetcher = Fetcher::new(&stream.http, stream.timeout)?;
-        let sink = ctx.sink.with_data_stream(&stream.data_stream);
+        let sinks: Vec<(EventSink, String)> = stream
+            .metricsets
+            .iter()
+            .map(|ms| {
+                let mut ds = stream.data_stream.clone();
+                if stream.dataset_per_metricset {
+                    ds.dataset = format!("{}.{}", ms.module(), ms.name());
+                }
+                (ctx.sink.with_data_stream(&ds), ds.dataset)
+            })
+            .collect();
         for url in stream.urls.clone() {
             tasks.spawn(run_url(
                 input_id.clone(),
                 stream.clone(),
                 url,
                 fetcher.clone(),
-                sink.clone(),
+                sinks.clone(),
                 ctx.cancel.clone(),
             ));
         }
@@ -265,7 +279,7 @@ async fn run_url(
     stream: Stream,
     url: String,
     fetcher: Fetcher,
-    sink: EventSink,
+    sinks: Vec<(EventSink, String)>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
     let period_ms = stream.period.as_millis() as u64;
@@ -297,7 +311,7 @@ async fn run_url(
         let families =
             leasehold_prometheus_text::filter(families, &stream.include, &stream.exclude);
         let took_ns = started.elapsed().as_nanos() as u64;
-        for ms in &stream.metricsets {
+        for (ms, (sink, dataset)) in stream.metricsets.iter().zip(&sinks) {
             for doc in ms.documents(&families, &url) {
                 let id = document_id(&[&input_id, ms.name(), &url, &doc.object, &at.to_string()]);
                 let mut fields = doc.fields;
@@ -307,7 +321,7 @@ async fn run_url(
                 );
                 fields.insert(
                     "event".into(),
-                    serde_json::json!({"module": ms.module(), "dataset": stream.data_stream.dataset, "duration": took_ns}),
+                    serde_json::json!({"module": ms.module(), "dataset": dataset, "duration": took_ns}),
                 );
                 fields.insert(
                     "service".into(),

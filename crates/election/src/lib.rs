@@ -16,7 +16,7 @@ pub mod names;
 
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{
-    BuildError, ElectionHandle, Elector, ElectorBuilder, HealthCheck, LeaderTask, Leadership,
-    LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics, Resigner, SimpleMetrics, StateChange,
-    StateHook,
+    ANNOTATION_PREFIX, BuildError, Checkpoints, ElectionHandle, Elector, ElectorBuilder,
+    HealthCheck, LeaderTask, Leadership, LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics,
+    Resigner, SimpleMetrics, StateChange, StateHook,
 };

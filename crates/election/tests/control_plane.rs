@@ -679,3 +679,46 @@ async fn work_ignoring_cancellation_neither_blocks_re_election_nor_shutdown() ->
     unblock.store(true, Ordering::SeqCst);
     Ok(())
 }
+
+/// A leader's checkpoint rides on its renewals and its release (no request
+/// of its own), and the next leader reads it from the Lease it took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_ride_on_renewals_and_reach_the_next_leader() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "checkpoint").await?;
+    let admin = plane.admin_client().await?;
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut a_state = a.state();
+    leading(&mut a_state, Duration::from_secs(10)).await?;
+    a.checkpoints().set("events", "rv-100");
+    // Written with the next renewal, within a retry period or two.
+    let api = lease_api(admin.clone(), ns.name());
+    let key = format!("{}events", leasehold_election::ANNOTATION_PREFIX);
+    let deadline = tokio::time::Instant::now() + timings().retry_period() * 3;
+    loop {
+        let lease = api.get(LEASE).await?;
+        let value = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key).cloned());
+        if value.as_deref() == Some("rv-100") {
+            break;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "checkpoint not written: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let b = candidate(plane, 2, ns.name()).await?;
+    let mut bs = b.state();
+    following(&mut bs, 1).await?;
+    // The last position before the release travels with the release.
+    a.checkpoints().set("events", "rv-150");
+    a.shutdown().await;
+    leading(&mut bs, timings().lease_duration()).await?;
+    assert_eq!(b.checkpoints().get("events").as_deref(), Some("rv-150"));
+    b.shutdown().await;
+    Ok(())
+}

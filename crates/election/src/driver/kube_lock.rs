@@ -11,6 +11,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent as KubeEvent, WatchParams};
 
+use super::checkpoint::Checkpoints;
 use super::errors::{ApiOutcome, Endpoint, classify, code_label, explain, forbidden_message};
 use super::lease::{build_new, build_update, lease_resource, parse};
 use super::lock::{LeaseLock, LockError, LockWatchEvent};
@@ -67,6 +68,10 @@ struct Inner {
     endpoint: Endpoint,
     /// The last connection or credentials problem explained (once per outage).
     explained: Mutex<Option<String>>,
+    /// Handover checkpoints, written on our writes and read from every object.
+    checkpoints: Checkpoints,
+    /// Our identity, to tell our writes from others'.
+    identity: String,
 }
 
 impl KubeLock {
@@ -76,6 +81,8 @@ impl KubeLock {
         lease: &str,
         metrics: Arc<dyn Metrics>,
         endpoint: Endpoint,
+        checkpoints: Checkpoints,
+        identity: &str,
     ) -> KubeLock {
         KubeLock {
             inner: Arc::new(Inner {
@@ -87,6 +94,8 @@ impl KubeLock {
                 forbidden: Mutex::default(),
                 endpoint,
                 explained: Mutex::default(),
+                checkpoints,
+                identity: identity.to_string(),
             }),
         }
     }
@@ -95,6 +104,8 @@ impl KubeLock {
 impl Inner {
     fn keep(&self, obj: DynamicObject) -> Observed {
         let (observed, notes) = parse(&obj);
+        self.checkpoints
+            .observe(&obj, &observed.record.holder, &self.identity);
         for note in notes {
             tracing::warn!(lease = %self.lease, namespace = %self.namespace, "malformed lease: {note}");
         }
@@ -193,7 +204,8 @@ impl LeaseLock for KubeLock {
     fn create(&self, record: LeaseRecord) -> BoxFuture<'static, Result<Observed, LockError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let obj = build_new(&inner.namespace, &inner.lease, &record);
+            let mut obj = build_new(&inner.namespace, &inner.lease, &record);
+            inner.checkpoints.apply(&mut obj);
             let result = inner.api.create(&PostParams::default(), &obj).await;
             inner.answer("create", result)
         })
@@ -207,13 +219,14 @@ impl LeaseLock for KubeLock {
         let inner = self.inner.clone();
         Box::pin(async move {
             let base = inner.objects.at(&resource_version);
-            let obj = build_update(
+            let mut obj = build_update(
                 base.as_ref(),
                 &inner.namespace,
                 &inner.lease,
                 &record,
                 &resource_version,
             );
+            inner.checkpoints.apply(&mut obj);
             let result = inner
                 .api
                 .replace(&inner.lease, &PostParams::default(), &obj)

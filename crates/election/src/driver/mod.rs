@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod checkpoint;
 mod errors;
 mod events;
 mod health;
@@ -40,6 +41,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+pub use checkpoint::{ANNOTATION_PREFIX, Checkpoints};
 pub use health::HealthCheck;
 pub use lock::{LeaseLock, LockError, LockWatchEvent};
 pub use metrics::{Metrics, NoMetrics, SimpleMetrics};
@@ -161,6 +163,8 @@ impl Elector {
                 &lease,
                 Arc::new(NoMetrics),
                 errors::Endpoint::default(),
+                Checkpoints::default(),
+                "",
             )),
             client: Some(client),
             namespace,
@@ -335,6 +339,7 @@ impl ElectorBuilder {
         // the lease expire: well inside lease_duration − renew_deadline.
         let work_grace = (t.lease_duration() - t.renew_deadline()) / 2;
         let health = HealthCheck::new(t.lease_duration(), t.retry_period() * 2);
+        let checkpoints = Checkpoints::default();
         let lock: Arc<dyn LeaseLock> = match (&self.client, self.custom_lock) {
             (Some(client), false) => Arc::new(kube_lock::KubeLock::new(
                 client.clone(),
@@ -342,6 +347,8 @@ impl ElectorBuilder {
                 &self.lease,
                 self.metrics.clone(),
                 self.endpoint.clone(),
+                checkpoints.clone(),
+                &self.identity,
             )),
             _ => self.lock.clone(),
         };
@@ -386,6 +393,7 @@ impl ElectorBuilder {
             guard: Some(shutdown.drop_guard()),
             join: Some(join),
             health,
+            checkpoints,
         })
     }
 }
@@ -423,6 +431,7 @@ pub struct ElectionHandle {
     guard: Option<DropGuard>,
     join: Option<JoinHandle<()>>,
     health: HealthCheck,
+    checkpoints: Checkpoints,
 }
 
 impl ElectionHandle {
@@ -453,6 +462,12 @@ impl ElectionHandle {
             .resigner
             .0
             .send(crate::core::Input::DeferAcquisition(delay));
+    }
+
+    /// Handover checkpoints kept in the Lease's annotations (see
+    /// [`Checkpoints`]); empty for elections on a custom lock.
+    pub fn checkpoints(&self) -> Checkpoints {
+        self.checkpoints.clone()
     }
 
     /// A health check to expose on a liveness endpoint.

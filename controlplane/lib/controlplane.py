@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
 """Build, start and stop a real local Kubernetes control plane on loopback.
 
-kube-apiserver and etcd are compiled from the Go module proxy (see the
-wrapper modules next to this directory), cached per pinned version outside
-the repository, and started with TLS, static-token authentication and RBAC.
-Only the Python standard library and the `openssl` and `go` commands are used.
+kube-apiserver, etcd and kube-state-metrics are compiled from the Go module
+proxy (see the wrapper modules next to this directory), cached per pinned
+version outside the repository, and started with TLS, static-token
+authentication and RBAC. Only the Python standard library and the `openssl`
+and `go` commands are used.
 
-Subcommands (the shell wrappers `controlplane/up`, `down` and `build` call
-these; the Rust testkit calls `start` and `stop` to restart one component):
+Subcommands (the shell wrappers `controlplane/up`, `down`, `build` and `ksm`
+call these; the Rust testkit calls `start` and `stop` to restart one
+component):
 
   build                         build the binaries if the cache lacks them
   up --dir DIR [--agents N] [--no-rbac]
                                 (--no-rbac: RBAC stays on, but agents get
                                 no Role or RoleBinding, so no rights at all)
-  down --dir DIR
+  down --dir DIR                (also stops kube-state-metrics)
   start --dir DIR COMPONENT     start etcd or kube-apiserver again
   stop --dir DIR COMPONENT      stop one component
+  ksm up --dir DIR              run kube-state-metrics against the plane in
+                                DIR as a list/watch-only identity
+  ksm down --dir DIR            stop it (nothing to do if it is not running)
 """
 
 from __future__ import annotations
@@ -47,6 +52,22 @@ ROLE = "leasehold-lease"
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
 
+KSM_VERSION = "v2.20.0"
+KSM_CLIENT_GO_VERSION = "v0.36.3"
+KSM = "kube-state-metrics"
+KSM_ROLE = "leasehold-kube-state-metrics"
+# What kube-state-metrics exports (its --resources names), with the API group
+# of each: its ClusterRole grants list and watch on exactly these.
+KSM_RESOURCES = {
+    "namespaces": "",
+    "nodes": "",
+    "pods": "",
+    "deployments": "apps",
+    "daemonsets": "apps",
+    "leases": "coordination.k8s.io",
+}
+KSM_STOP_TIMEOUT_S = 10.0
+
 
 class Failure(Exception):
     """A step failed; the message says which and what to look at."""
@@ -63,21 +84,39 @@ def module_dirs() -> dict[str, Path]:
     return {"kube-apiserver": ROOT / "kube-apiserver", "etcd": ROOT / "etcd"}
 
 
-def build_key() -> str:
-    """A cache key that changes whenever a pinned version or wrapper changes."""
+def wrapper_hash(dirs: dict[str, Path]) -> str:
     h = hashlib.sha256()
-    for name, d in sorted(module_dirs().items()):
+    for name, d in sorted(dirs.items()):
         for f in ("go.mod", "go.sum", "main.go"):
             p = d / f
             h.update(f"{name}/{f}\0".encode())
             if p.exists():
                 h.update(p.read_bytes())
-    return f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_{h.hexdigest()[:12]}"
+    return h.hexdigest()[:12]
+
+
+def build_key() -> str:
+    """A cache key that changes whenever a pinned version or wrapper changes."""
+    return f"k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_{wrapper_hash(module_dirs())}"
+
+
+def ksm_build_key() -> str:
+    """kube-state-metrics has a key (and directory) of its own, so pinning a
+    new version of it does not rebuild kube-apiserver and etcd."""
+    return f"ksm-{KSM_VERSION}_{wrapper_hash({KSM: ROOT / KSM})}"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "leasehold" / "controlplane"
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "leasehold" / "controlplane" / build_key()
+    return cache_root() / build_key()
+
+
+def ksm_binary() -> Path:
+    return cache_root() / ksm_build_key() / KSM
 
 
 def binaries() -> dict[str, Path]:
@@ -110,7 +149,8 @@ def check_go() -> None:
 
 
 def build() -> dict[str, Path]:
-    """Builds missing binaries into the versioned cache, once per machine."""
+    """Builds missing control plane binaries into the versioned cache, once
+    per machine."""
     bins = binaries()
     if all(p.exists() for p in bins.values()):
         return bins
@@ -138,6 +178,39 @@ def build() -> dict[str, Path]:
             tmp.rename(dest)
             log(f"built {comp} in {time.monotonic() - started:.0f} s")
     return bins
+
+
+def build_ksm() -> Path:
+    """Builds kube-state-metrics into its versioned cache, once per machine."""
+    dest = ksm_binary()
+    if dest.exists():
+        return dest
+    check_go()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # The lock of the other builds: one Go build at a time per machine.
+    with open(cache_root() / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if dest.exists():
+            return dest
+        log(f"building {KSM} ({KSM_VERSION}) into {dest.parent}; the first build takes a few minutes")
+        tmp = dest.with_name(dest.name + ".tmp")
+        flags = " ".join([
+            "-s", "-w",
+            f"-X github.com/prometheus/common/version.Version={KSM_VERSION}",
+            "-X github.com/prometheus/common/version.BuildDate=1970-01-01T00:00:00Z",
+            f"-X k8s.io/kube-state-metrics/v2/pkg/app.ClientGoVersion={KSM_CLIENT_GO_VERSION}",
+        ])
+        # The wrapper module names kube-state-metrics in a `tool` line, so its
+        # main package builds at the versions go.mod and go.sum pin.
+        cmd = ["go", "build", "-trimpath", "-buildvcs=false", "-o", str(tmp), "-ldflags", flags,
+               "k8s.io/kube-state-metrics/v2"]
+        started = time.monotonic()
+        res = subprocess.run(cmd, cwd=ROOT / KSM, env={**os.environ, "CGO_ENABLED": "0"})
+        if res.returncode != 0:
+            raise Failure(f"building {KSM} failed (go build in {ROOT / KSM} exited {res.returncode})")
+        tmp.rename(dest)
+        log(f"built {KSM} in {time.monotonic() - started:.0f} s")
+    return dest
 
 
 # ---------------------------------------------------------------- state
@@ -372,6 +445,10 @@ def agent_user(k: int) -> str:
     return f"system:serviceaccount:{NAMESPACE}:agent-{k}"
 
 
+def ksm_user() -> str:
+    return f"system:serviceaccount:{NAMESPACE}:{KSM}"
+
+
 def bootstrap(state: dict) -> None:
     """Namespace, service accounts, and (with RBAC) one binding per agent."""
     api(state, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -429,12 +506,16 @@ def cmd_up(args: argparse.Namespace) -> None:
     for stale in ("etcd-data", "pki"):
         shutil.rmtree(plane.dir / stale, ignore_errors=True)
     make_pki(plane.dir / "pki")
-    tokens = {"admin": secrets.token_hex(24)}
+    tokens = {"admin": secrets.token_hex(24), KSM: secrets.token_hex(24)}
     tokens.update({f"agent-{k}": secrets.token_hex(24) for k in range(1, args.agents + 1)})
     lines = [f'{tokens["admin"]},admin,admin,"system:masters"']
     for k in range(1, args.agents + 1):
         lines.append(f'{tokens[f"agent-{k}"]},{agent_user(k)},agent-{k},'
                      f'"system:serviceaccounts,system:serviceaccounts:{NAMESPACE}"')
+    # The API server reads this file only at start, so the identity `ksm up`
+    # may later give rights to is made now; until then it has none.
+    lines.append(f'{tokens[KSM]},{ksm_user()},{KSM},'
+                 f'"system:serviceaccounts,system:serviceaccounts:{NAMESPACE}"')
     write_private(plane.dir / "tokens.csv", "\n".join(lines) + "\n")
     state = {
         "dir": str(plane.dir), "agents": args.agents, "rbac": not args.no_rbac,
@@ -462,6 +543,10 @@ def cmd_up(args: argparse.Namespace) -> None:
 
 def cmd_down(args: argparse.Namespace) -> None:
     plane = Plane(Path(args.dir))
+    try:
+        ksm_down(plane)
+    except Failure as e:
+        log(f"error: {e}")
     if not (plane.dir / "pids").exists():
         log(f"nothing to stop in {plane.dir}")
         return
@@ -483,9 +568,188 @@ def cmd_stop(args: argparse.Namespace) -> None:
     stop_component(Plane(Path(args.dir)), args.component)
 
 
+# ---------------------------------------------------------------- kube-state-metrics
+
+
+def ksm_state_file(plane: Plane) -> Path:
+    return plane.dir / "ksm.json"
+
+
+def ksm_identity(state: dict) -> None:
+    """A ServiceAccount whose only rights are list and watch on what
+    kube-state-metrics exports (the static token of `up` authenticates as it)."""
+    api(state, "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": KSM}})
+    groups: dict[str, list[str]] = {}
+    for resource, group in KSM_RESOURCES.items():
+        groups.setdefault(group, []).append(resource)
+    rules = [{"apiGroups": [g], "resources": sorted(r), "verbs": ["list", "watch"]}
+             for g, r in sorted(groups.items())]
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": KSM_ROLE}, "rules": rules}
+    # PUT after POST: a role left from an older resource list is brought up to date.
+    api(state, "POST", f"{rbac}/clusterroles", role)
+    api(state, "PUT", f"{rbac}/clusterroles/{KSM_ROLE}", role)
+    api(state, "POST", f"{rbac}/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": KSM_ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": KSM_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": KSM, "namespace": NAMESPACE}],
+    })
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except (OSError, ValueError, urllib.error.URLError):
+        return 0, ""
+
+
+def ksm_listed(telemetry: str) -> bool:
+    """Every exported resource has been listed, or (client-go's streaming
+    list) watched from the start, successfully."""
+    seen = set()
+    for line in telemetry.splitlines():
+        if not line.startswith(("kube_state_metrics_list_total{", "kube_state_metrics_watch_total{")):
+            continue
+        labels, _, value = line.rpartition(" ")
+        if 'result="success"' in labels and value not in ("0", "0.0") and 'resource="' in labels:
+            seen.add(labels.split('resource="', 1)[1].split('"', 1)[0])
+    return len(seen) >= len(KSM_RESOURCES)
+
+
+def ksm_alive(pid: int) -> bool:
+    """The pid is a live kube-state-metrics (not a recycled pid)."""
+    if not alive(pid):
+        return False
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return False
+    return argv0.decode(errors="replace").endswith("/" + KSM)
+
+
+def ksm_up(plane: Plane) -> dict:
+    state = plane.load()
+    pid = plane.read_pids().get("kube-apiserver")
+    if pid is None or not alive(pid):
+        raise Failure(f"no running kube-apiserver in {plane.dir}: run `controlplane/up --dir {plane.dir}` first")
+    try:
+        running = json.loads(ksm_state_file(plane).read_text())
+    except (FileNotFoundError, ValueError):
+        running = None
+    if running and ksm_alive(running.get("pid", 0)):
+        raise Failure(f"{KSM} is already running in {plane.dir} (pid {running['pid']}); "
+                      f"run `controlplane/ksm down --dir {plane.dir}` first")
+    token = state["tokens"].get(KSM)
+    if token is None:
+        raise Failure(f"the control plane in {plane.dir} was started without a {KSM} token; "
+                      "restart it with this version of `controlplane/up`")
+    binary = build_ksm()
+    try:
+        ksm_identity(state)
+    except Failure as e:
+        raise Failure(f"creating the {KSM} identity failed: {e}")
+    kubeconfig_path = plane.dir / f"{KSM}.kubeconfig"
+    write_private(kubeconfig_path, kubeconfig(state, ksm_user(), token))
+    port, telemetry_port = free_port(), free_port()
+    log_path = plane.dir / "ksm.log"
+    log_file = open(log_path, "ab")
+    proc = subprocess.Popen(
+        [str(binary), f"--kubeconfig={kubeconfig_path}",
+         "--host=127.0.0.1", f"--port={port}",
+         "--telemetry-host=127.0.0.1", f"--telemetry-port={telemetry_port}",
+         f"--resources={','.join(KSM_RESOURCES)}"],
+        stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, cwd=plane.dir,
+    )
+    log_file.close()
+    info = {"pid": proc.pid, "port": port, "telemetry_port": telemetry_port,
+            "kubeconfig": str(kubeconfig_path), "user": ksm_user(), "version": KSM_VERSION,
+            "resources": list(KSM_RESOURCES)}
+    # Recorded before the wait, so that `down` finds it whatever happens next.
+    write_private(ksm_state_file(plane), json.dumps(info, indent=2) + "\n")
+    started = time.monotonic()
+    try:
+        ksm_wait_ready(proc, port, telemetry_port, log_path)
+    except BaseException:
+        ksm_down(plane)
+        raise
+    log(f"{KSM} ready in {time.monotonic() - started:.1f} s")
+    return info
+
+
+def ksm_wait_ready(proc: subprocess.Popen, port: int, telemetry_port: int, log_path: Path) -> None:
+    """Ready: its telemetry `/readyz` answers 200, every resource has been
+    listed, and `/metrics` answers 200."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    delay = 0.05
+    step = "waiting for /readyz"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Failure(f"{KSM} exited with code {proc.returncode} while {step}; last log lines:\n"
+                          f"{tail_of(log_path)}")
+        base = f"http://127.0.0.1:{telemetry_port}"
+        if http_get(f"{base}/readyz")[0] == 200:
+            step = "waiting for the first list or watch of every resource"
+            status, telemetry = http_get(f"{base}/metrics")
+            if status == 200 and ksm_listed(telemetry):
+                step = "waiting for /metrics"
+                if http_get(f"http://127.0.0.1:{port}/metrics")[0] == 200:
+                    return
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+    raise Failure(f"{KSM} was not ready within {READY_TIMEOUT_S:.0f} s ({step}); last log lines:\n"
+                  f"{tail_of(log_path)}")
+
+
+def ksm_down(plane: Plane) -> None:
+    path = ksm_state_file(plane)
+    try:
+        pid = json.loads(path.read_text())["pid"]
+    except (FileNotFoundError, ValueError, KeyError):
+        path.unlink(missing_ok=True)
+        return
+    if ksm_alive(pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + KSM_STOP_TIMEOUT_S
+        while time.monotonic() < deadline and alive(pid):
+            time.sleep(0.05)
+        if alive(pid):
+            log(f"{KSM} (pid {pid}) ignored SIGTERM for {KSM_STOP_TIMEOUT_S:.0f} s; sending SIGKILL")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + KSM_STOP_TIMEOUT_S
+            while time.monotonic() < deadline and alive(pid):
+                time.sleep(0.05)
+            if alive(pid):
+                raise Failure(f"{KSM} (pid {pid}) survived SIGKILL for {KSM_STOP_TIMEOUT_S:.0f} s")
+    path.unlink(missing_ok=True)
+
+
+def cmd_ksm_up(args: argparse.Namespace) -> None:
+    plane = Plane(Path(args.dir))
+    info = ksm_up(plane)
+    print(f"{KSM} ready: http://127.0.0.1:{info['port']}/metrics "
+          f"(pid {info['pid']}, log: {plane.dir / 'ksm.log'})")
+
+
+def cmd_ksm_down(args: argparse.Namespace) -> None:
+    ksm_down(Plane(Path(args.dir)))
+
+
 def cmd_build(_args: argparse.Namespace) -> None:
     for comp, path in build().items():
         print(f"{comp} {path}")
+    print(f"{KSM} {build_ksm()}")
 
 
 def main() -> int:
@@ -505,6 +769,12 @@ def main() -> int:
         s = sub.add_parser(name)
         s.add_argument("--dir", required=True)
         s.add_argument("component", choices=COMPONENTS)
+        s.set_defaults(fn=fn)
+    ksm = sub.add_parser("ksm", help=f"run or stop {KSM} against a running plane")
+    ksm_sub = ksm.add_subparsers(dest="ksm_cmd", required=True)
+    for name, fn in (("up", cmd_ksm_up), ("down", cmd_ksm_down)):
+        s = ksm_sub.add_parser(name)
+        s.add_argument("--dir", required=True)
         s.set_defaults(fn=fn)
     args = p.parse_args()
     try:

@@ -16,15 +16,18 @@
 //! cached outside the repository; the first test run on a machine builds them.
 
 pub mod candidates;
+mod ksm;
 mod lease;
 mod load;
 mod namespace;
+pub mod objects;
 pub mod overlap;
 mod plane;
 mod process;
 mod proxy;
 pub mod work;
 
+pub use ksm::{KubeStateMetrics, SCRAPE_TIMEOUT};
 pub use lease::{LeaseAdmin, LeaseView};
 pub use load::CpuLoad;
 pub use namespace::{LEASE_VERBS, ROLE, TestNamespace};

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Deserialize;
 
+use crate::ksm::KubeStateMetrics;
 use crate::namespace::TestNamespace;
 use crate::proxy::FaultProxy;
 
@@ -64,6 +65,9 @@ pub struct ControlPlane {
     agents: u32,
     // Keeps the watchdog's pipe open for as long as this plane lives.
     watchdog: Mutex<Option<(Child, ChildStdin)>>,
+    // Started on first use; `down` (run by the watchdog) stops it.
+    ksm: OnceLock<KubeStateMetrics>,
+    ksm_starting: Mutex<()>,
     _tempdir: tempfile::TempDir,
 }
 
@@ -122,6 +126,8 @@ impl ControlPlane {
             etcd_client_port: state.etcd_client_port,
             agents: state.agents,
             watchdog: Mutex::new(Some(watchdog)),
+            ksm: OnceLock::new(),
+            ksm_starting: Mutex::new(()),
             _tempdir: tempdir,
         })
     }
@@ -240,6 +246,23 @@ impl ControlPlane {
         Ok(kube::Client::try_from(self.agent_config(k).await?)?)
     }
 
+    /// The kube-state-metrics of this plane, started on first use (blocks
+    /// for a few seconds then) and stopped with the plane.
+    pub fn kube_state_metrics(&self) -> Result<&KubeStateMetrics> {
+        if let Some(ksm) = self.ksm.get() {
+            return Ok(ksm);
+        }
+        let _starting = self
+            .ksm_starting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(ksm) = self.ksm.get() {
+            return Ok(ksm);
+        }
+        let ksm = KubeStateMetrics::start(self)?;
+        Ok(self.ksm.get_or_init(|| ksm))
+    }
+
     /// A fault-injecting TCP proxy in front of this API server.
     pub fn fault_proxy(&self) -> Result<FaultProxy> {
         FaultProxy::start(self.apiserver_addr())
@@ -348,7 +371,8 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Stops both components now (also done on drop and at process exit).
+    /// Stops both components, and kube-state-metrics if it was started,
+    /// now (also done on drop and at process exit).
     pub fn shutdown(&self) {
         let taken = self.watchdog.lock().map(|mut w| w.take()).unwrap_or(None);
         if let Some((mut child, stdin)) = taken {
@@ -369,7 +393,7 @@ fn controlplane_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../controlplane")
 }
 
-fn script(name: &str) -> PathBuf {
+pub(crate) fn script(name: &str) -> PathBuf {
     controlplane_dir().join(name)
 }
 
@@ -459,7 +483,7 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-async fn config_from(path: &Path) -> Result<kube::Config> {
+pub(crate) async fn config_from(path: &Path) -> Result<kube::Config> {
     let kubeconfig =
         Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
     let mut config =

@@ -277,3 +277,344 @@ async fn without_rights_the_scrape_fails_and_says_why() -> Result<()> {
     assert!(line.contains("403"), "{line}");
     Ok(())
 }
+
+/// The fields of the first document of `input` whose `path` equals `want`.
+fn find<'a>(d: &'a [Value], dataset: &str, path: &[&str], want: &str) -> Option<&'a Value> {
+    d.iter().find(|e| {
+        e["data_stream"]["dataset"] == dataset && {
+            let mut at = *e;
+            for p in path {
+                at = &at[*p];
+            }
+            at == want
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_metricsets_describe_the_objects_kube_state_metrics_sees() -> Result<()> {
+    use leasehold_testkit::objects;
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    let admin = plane.admin_client().await?;
+    let suffix = format!("{:04x}", std::process::id() % 0xffff);
+    let ns = format!("state-{suffix}");
+    let node = format!("node-{suffix}");
+    objects::namespace(&admin, &ns).await?;
+    objects::ready_node(&admin, &node).await?;
+    objects::pending_pod(&admin, &ns, "pod-a").await?;
+    objects::deployment(&admin, &ns, "web", 3).await?;
+    objects::daemonset(&admin, &ns, "agent").await?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: state\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [state_node, state_pod, state_container, state_deployment, state_daemonset, state_namespace]\n        hosts: ['{}']\n        period: 1s\n",
+            out.display(),
+            ksm.url()
+        ),
+    )?;
+    let _agent = AgentProc::start(&policy, Path::new("/nonexistent"), 1, "default", &out)?;
+    let checks: [(&str, &[&str], String); 6] = [
+        (
+            "kubernetes.state_pod",
+            &["kubernetes", "pod", "name"],
+            "pod-a".into(),
+        ),
+        (
+            "kubernetes.state_deployment",
+            &["kubernetes", "deployment", "name"],
+            "web".into(),
+        ),
+        (
+            "kubernetes.state_daemonset",
+            &["kubernetes", "daemonset", "name"],
+            "agent".into(),
+        ),
+        (
+            "kubernetes.state_node",
+            &["kubernetes", "node", "name"],
+            node.clone(),
+        ),
+        (
+            "kubernetes.state_namespace",
+            &["kubernetes", "namespace"],
+            ns.clone(),
+        ),
+        (
+            "kubernetes.state_container",
+            &["kubernetes", "pod", "name"],
+            "pod-a".into(),
+        ),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let d = loop {
+        let d = docs(&out)?;
+        let missing: Vec<&str> = checks
+            .iter()
+            .filter(|(ds, path, want)| find(&d, ds, path, want).is_none())
+            .map(|(ds, _, _)| *ds)
+            .collect();
+        if missing.is_empty() {
+            break d;
+        }
+        if Instant::now() > deadline {
+            let sample: Vec<String> = missing
+                .iter()
+                .filter_map(|m| d.iter().rev().find(|e| e["data_stream"]["dataset"] == *m))
+                .map(|e| e.to_string())
+                .collect();
+            bail!("not seen: {missing:?}; last documents of those datasets: {sample:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let pod = find(
+        &d,
+        "kubernetes.state_pod",
+        &["kubernetes", "pod", "name"],
+        "pod-a",
+    )
+    .context("pod")?;
+    assert_eq!(pod["kubernetes"]["namespace"], ns.as_str(), "{pod}");
+    assert_eq!(
+        pod["kubernetes"]["pod"]["status"]["phase"], "pending",
+        "{pod}"
+    );
+    let dep = find(
+        &d,
+        "kubernetes.state_deployment",
+        &["kubernetes", "deployment", "name"],
+        "web",
+    )
+    .context("deployment")?;
+    assert_eq!(
+        dep["kubernetes"]["deployment"]["replicas"]["desired"], 3,
+        "{dep}"
+    );
+    assert_eq!(dep["kubernetes"]["deployment"]["paused"], false, "{dep}");
+    let n = find(
+        &d,
+        "kubernetes.state_node",
+        &["kubernetes", "node", "name"],
+        &node,
+    )
+    .context("node")?;
+    assert_eq!(n["kubernetes"]["node"]["status"]["ready"], "true", "{n}");
+    let namespace = find(
+        &d,
+        "kubernetes.state_namespace",
+        &["kubernetes", "namespace"],
+        &ns,
+    )
+    .context("namespace")?;
+    assert_eq!(
+        namespace["kubernetes"]["state_namespace"]["status"]["active"], true,
+        "{namespace}"
+    );
+    let ds = find(
+        &d,
+        "kubernetes.state_daemonset",
+        &["kubernetes", "daemonset", "name"],
+        "agent",
+    )
+    .context("daemonset")?;
+    assert!(
+        ds["kubernetes"]["daemonset"]["replicas"]["desired"].is_number(),
+        "{ds}"
+    );
+    let c = find(
+        &d,
+        "kubernetes.state_container",
+        &["kubernetes", "pod", "name"],
+        "pod-a",
+    )
+    .context("container")?;
+    assert_eq!(c["kubernetes"]["container"]["name"], "main", "{c}");
+    assert_eq!(
+        c["kubernetes"]["container"]["cpu"]["request"]["cores"], 0.1,
+        "{c}"
+    );
+    assert_eq!(
+        c["kubernetes"]["container"]["memory"]["request"]["bytes"], 67_108_864,
+        "{c}"
+    );
+    assert_eq!(
+        c["kubernetes"]["container"]["memory"]["limit"]["bytes"], 134_217_728,
+        "{c}"
+    );
+    for e in [pod, dep, n, namespace, ds, c] {
+        assert_eq!(e["event"]["module"], "kubernetes");
+        assert_eq!(e["data_stream"]["type"], "metrics");
+        assert!(
+            e["@timestamp"]
+                .as_str()
+                .is_some_and(|t| t.ends_with(".000000Z")),
+            "{e}"
+        );
+    }
+    Ok(())
+}
+
+/// Gated `state_*` metricsets on three agents through a SIGTERM handover, a
+/// holder overwrite and a SIGKILL of the leader: per object and aligned
+/// period, documents written by two agents are identical (same id), and no
+/// period goes without documents for longer than a handover can take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_state_metrics_survive_failovers_without_gaps_or_conflicting_ids() -> Result<()> {
+    use agents::cluster::Cluster;
+    use leasehold_testkit::objects;
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    let admin = plane.admin_client().await?;
+    let ns = format!("failover-{:04x}", std::process::id() % 0xffff);
+    objects::namespace(&admin, &ns).await?;
+    objects::pending_pod(&admin, &ns, "watched").await?;
+    let text = policy(
+        "run-lease",
+        &format!(
+            "  - id: state\n    type: kubernetes/metrics\n    condition: ${{kubernetes_leaderelection.leader}} == true\n    streams:\n      - metricsets: [state_pod]\n        hosts: ['{}']\n        period: 1s\n",
+            ksm.url()
+        ),
+    );
+    let mut c = Cluster::start(plane, "run-state", 3, Some(text)).await?;
+    let t0 = now_us();
+    // Each leader first writes a few periods of the watched pod, then is
+    // disrupted: SIGTERM, a holder overwrite, SIGKILL.
+    let watched_by = |c: &Cluster<'_>, agent: &str, n: usize| -> Result<()> {
+        let since = now_us();
+        let dir = &c.outs[Cluster::index(agent)];
+        wait_docs(
+            dir,
+            Duration::from_secs(LEASE_S * 3) + MARGIN,
+            "periods of the new leader",
+            |d| {
+                d.iter()
+                    .filter(|e| {
+                        e["input"]["id"] == "state"
+                            && e["kubernetes"]["pod"]["name"] == "watched"
+                            && e["agent"]["name"] == agent
+                            && e["@timestamp"]
+                                .as_str()
+                                .and_then(|t| parse_ts(t).ok())
+                                .is_some_and(|t| t > since)
+                    })
+                    .count()
+                    >= n
+            },
+        )
+        .map(|_| ())
+    };
+    let leader = c.current_leader()?;
+    watched_by(&c, &leader, 3)?;
+    let i = Cluster::index(&leader);
+    let mut a = c.agents[i].take().context("leader")?;
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    c.agents[i] = Some(c.spawn(i as u32 + 1)?);
+    let leader = c.leader_after(now_us(), &[])?;
+    watched_by(&c, &leader, 3)?;
+    c.lease.overwrite_holder("intruder").await?;
+    let leader = c.leader_after(now_us() + 500_000, &[])?;
+    watched_by(&c, &leader, 3)?;
+    let i = Cluster::index(&leader);
+    let mut a = c.agents[i].take().context("leader")?;
+    a.signal(libc::SIGKILL);
+    a.wait_exit(Duration::from_secs(5))?;
+    let leader = c.leader_after(now_us(), &[&leader])?;
+    watched_by(&c, &leader, 3)?;
+    c.check(t0)?;
+
+    let mut docs_all = Vec::new();
+    for d in &c.outs {
+        docs_all.extend(docs(d)?);
+    }
+    let watched: Vec<&Value> = docs_all
+        .iter()
+        .filter(|e| {
+            e["input"]["id"] == "state"
+                && e["kubernetes"]["pod"]["name"] == "watched"
+                && e["kubernetes"]["namespace"] == ns.as_str()
+        })
+        .collect();
+    if watched.len() <= 5 {
+        let states: Vec<String> = docs_all
+            .iter()
+            .filter(|e| e["input"]["id"] == "state")
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["agent"]["name"], e["@timestamp"], e["kubernetes"]["pod"]["name"]
+                )
+            })
+            .take(40)
+            .collect();
+        let logs: Vec<String> = c.agents.iter().flatten().map(|a| a.log()).collect();
+        bail!(
+            "only {} documents for the watched pod; state documents: {states:#?}\nlogs:\n{}",
+            watched.len(),
+            logs.join("\n----\n")
+        );
+    }
+    // Per aligned period: one document, or identical ones from several agents.
+    let mut by_period: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for e in &watched {
+        by_period
+            .entry(e["@timestamp"].as_str().unwrap_or_default())
+            .or_default()
+            .push(e);
+    }
+    let mut shared = 0;
+    for (at, es) in &by_period {
+        let ids: BTreeSet<&str> = es
+            .iter()
+            .map(|e| e["@metadata"]["_id"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(ids.len(), 1, "period {at}: different ids {ids:?}");
+        let agents: BTreeSet<&str> = es
+            .iter()
+            .map(|e| e["agent"]["name"].as_str().unwrap_or_default())
+            .collect();
+        if agents.len() > 1 {
+            shared += 1;
+        }
+        assert!(
+            es.iter().all(|e| e["leader"]["term"].is_number()),
+            "period {at}: a document without its term"
+        );
+    }
+    // Terms only grow from one period to the next.
+    let mut last_term = 0;
+    for (at, es) in &by_period {
+        let term = es
+            .iter()
+            .filter_map(|e| e["leader"]["term"].as_i64())
+            .max()
+            .unwrap_or(0);
+        assert!(
+            term >= last_term,
+            "period {at}: term {term} after {last_term}"
+        );
+        last_term = term;
+    }
+    // No period without a document beyond what a handover allows: the lease
+    // duration, then a retry, then the next period to start.
+    let stamps: Vec<i64> = by_period.keys().filter_map(|t| parse_ts(t).ok()).collect();
+    let worst = stamps.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let allowed = ((LEASE_S + RETRY_S + 2) * 1_000_000) as i64 + MARGIN.as_micros() as i64;
+    for (at, es) in &by_period {
+        let who: Vec<String> = es
+            .iter()
+            .map(|e| format!("{}@{}", e["agent"]["name"], e["leader"]["term"]))
+            .collect();
+        println!("  {at}: {who:?}");
+    }
+    println!(
+        "state_pod: {} periods, {shared} written by two agents (same id), longest gap {} ms",
+        by_period.len(),
+        worst / 1000
+    );
+    assert!(worst <= allowed, "no document for {} ms", worst / 1000);
+    Ok(())
+}

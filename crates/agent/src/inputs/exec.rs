@@ -493,6 +493,7 @@ mod tests {
             sink,
             cancel: cancel.clone(),
             stop_grace: Duration::from_secs(5),
+            cluster: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
@@ -527,6 +528,7 @@ mod tests {
             sink,
             cancel: cancel.clone(),
             stop_grace: grace,
+            cluster: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         wait_for_file(&ready).await;
@@ -551,6 +553,7 @@ mod tests {
             sink: sink.clone(),
             cancel: term.child_token(),
             stop_grace: Duration::from_secs(1),
+            cluster: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         let file = dir.path().join("leasehold.ndjson");

@@ -5,6 +5,7 @@
 //! its cancellation token fires. Returning `Err` (or `Ok` before being
 //! cancelled) counts as a failure; the runtime restarts it with backoff.
 
+pub mod events;
 pub mod exec;
 pub mod http;
 pub mod kubernetes;
@@ -25,17 +26,16 @@ pub use settings::{DataStream, Problem};
 use crate::runtime::sink::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 3] = ["exec", "prometheus/metrics", "kubernetes/metrics"];
+pub const TYPES: [&str; 4] = [
+    "exec",
+    "prometheus/metrics",
+    "kubernetes/metrics",
+    "kubernetes/events",
+];
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
 /// warns, `run` lists such inputs as dropped.
-pub const NOT_YET: [&str; 5] = [
-    "http/metrics",
-    "filestream",
-    "system/metrics",
-    "logfile",
-    "kubernetes/events",
-];
+pub const NOT_YET: [&str; 4] = ["http/metrics", "filestream", "system/metrics", "logfile"];
 
 /// What a running input gets.
 pub struct InputContext {
@@ -46,6 +46,17 @@ pub struct InputContext {
     pub cancel: CancellationToken,
     /// How long a child process gets between SIGTERM and SIGKILL.
     pub stop_grace: Duration,
+    /// How to reach the cluster, for inputs that read the API.
+    pub cluster: ClusterAccess,
+}
+
+/// What an input that reads the Kubernetes API needs from the agent.
+#[derive(Clone, Default)]
+pub struct ClusterAccess {
+    /// `--kubeconfig` (else in-cluster or the usual defaults).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The handover checkpoints of the election a gated input runs under.
+    pub checkpoints: Option<leasehold_election::Checkpoints>,
 }
 
 /// A runnable input.
@@ -99,6 +110,8 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             prometheus::Prometheus::from_settings(&input_id(map), map, &data_stream, &mut problems)
                 .map(|e| Arc::new(e) as Arc<dyn Input>)
         }
+        "kubernetes/events" => events::Events::from_settings(&input_id(map), map, &mut problems)
+            .map(|e| Arc::new(e) as Arc<dyn Input>),
         "kubernetes/metrics" => kubernetes::KubernetesMetrics::from_settings(
             &input_id(map),
             map,

@@ -627,6 +627,9 @@ impl Agent {
                 .find(|e| e.key == b.election)
                 .and_then(|e| e.leading.clone().map(|t| (e, t)))
         });
+        let checkpoints = term
+            .as_ref()
+            .and_then(|(e, _)| e.handle.as_ref().map(|h| h.checkpoints()));
         let (cancel, stamp, grace, tracker, gated) = match &term {
             Some((e, t)) => (
                 t.token.child_token(),
@@ -664,6 +667,10 @@ impl Agent {
             sink,
             cancel: cancel.clone(),
             stop_grace: grace,
+            cluster: inputs::ClusterAccess {
+                kubeconfig: self.opts.kubeconfig.clone(),
+                checkpoints,
+            },
             gated,
             board: self.board.clone(),
             metrics: self.metrics.clone(),

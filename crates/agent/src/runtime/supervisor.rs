@@ -46,6 +46,8 @@ pub struct Supervised {
     pub cancel: CancellationToken,
     /// SIGTERM → SIGKILL grace of child processes.
     pub stop_grace: Duration,
+    /// Cluster access for API-reading inputs.
+    pub cluster: crate::inputs::ClusterAccess,
     /// Set for gated inputs: (election key, term) and where to report
     /// failures.
     pub gated: Option<(usize, i64, UnboundedSender<GatedFailure>)>,
@@ -69,6 +71,7 @@ pub async fn supervise(s: Supervised) {
             sink: s.sink.clone(),
             cancel: s.cancel.clone(),
             stop_grace: s.stop_grace,
+            cluster: s.cluster.clone(),
         };
         let input = Arc::clone(&s.spec.input);
         // A task of its own, so a panic is caught and reported.

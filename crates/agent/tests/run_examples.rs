@@ -186,3 +186,77 @@ async fn the_two_elections_example_holds_both_leases() -> Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_metrics_example_collects_state_apiserver_and_events() -> Result<()> {
+    use agents::access::{credentials, grant_cluster_reads};
+    use k8s_openapi::api::core::v1::{Event, ObjectReference};
+    use kube::api::{ObjectMeta, PostParams};
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    grant_cluster_reads(plane, 3).await?;
+    let ns = plane.namespace("example-cluster").await?;
+    let dir = tempfile::tempdir()?;
+    let (token, ca, server) = credentials(plane, 3, dir.path())?;
+    let ksm_host = ksm
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let out = dir.path().join("out");
+    let mut agent = AgentProc::spawn_with_env(
+        &example("run-cluster-metrics.yaml"),
+        &plane.agent_kubeconfig(3),
+        3,
+        ns.name(),
+        &out,
+        &[
+            ("KSM_HOST", ksm_host),
+            ("API_SERVER", server),
+            ("TOKEN_FILE", token.display().to_string()),
+            ("CA_FILE", ca.display().to_string()),
+        ],
+    )?;
+    agent.wait_ready()?;
+    let file = out.join("events.ndjson");
+    // Leading (the node input runs everywhere; the others only here).
+    wait_line(&file, Duration::from_secs(30), |v| {
+        v["input"]["id"] == "cluster-state" && v["leader"]["lease"] == "leasehold-cluster-leader"
+    })?;
+    wait_line(&file, Duration::from_secs(30), |v| {
+        v["input"]["id"] == "apiserver"
+            && v["kubernetes"]["apiserver"]["request"]["count"].is_number()
+    })?;
+    // An Event made now is shipped.
+    let admin = plane.admin_client().await?;
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
+    let ev = Event {
+        metadata: ObjectMeta {
+            name: Some("example-tick".into()),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some("p".into()),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        },
+        reason: Some("ExampleTick".into()),
+        message: Some("hello".into()),
+        type_: Some("Normal".into()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        ..Default::default()
+    };
+    kube::Api::<Event>::namespaced(admin, ns.name())
+        .create(&PostParams::default(), &ev)
+        .await?;
+    let shipped = wait_line(&file, Duration::from_secs(15), |v| {
+        v["kubernetes"]["event"]["reason"] == "ExampleTick"
+    })?;
+    assert_eq!(shipped["input"]["id"], "cluster-events");
+    assert_eq!(shipped["kubernetes"]["event"]["message"], "hello");
+    assert_eq!(shipped["@metadata"]["_id"].as_str().map(str::len), Some(32));
+    Ok(())
+}

@@ -10,10 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use agents::access::{credentials, grant_cluster_reads};
 use agents::*;
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{ObjectMeta, PostParams};
 use leasehold_testkit::ControlPlane;
 use serde_json::Value;
 
@@ -45,113 +44,10 @@ fn wait_docs(
     }
 }
 
-/// Lets agent `k` read the API server's `/metrics` (the least privilege the
-/// `apiserver` metricset needs).
-async fn grant_metrics(plane: &ControlPlane, k: u32) -> Result<()> {
-    let admin = plane.admin_client().await?;
-    let name = format!("leasehold-metrics-reader-{k}");
-    let role = ClusterRole {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: name.clone(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".into(),
-            name: ControlPlane::agent_user(k),
-            ..Default::default()
-        }]),
-    };
-    let pp = PostParams::default();
-    for r in [
-        kube::Api::<ClusterRole>::all(admin.clone())
-            .create(&pp, &role)
-            .await
-            .map(|_| ()),
-        kube::Api::<ClusterRoleBinding>::all(admin)
-            .create(&pp, &binding)
-            .await
-            .map(|_| ()),
-    ] {
-        match r {
-            Ok(()) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// The agent's bearer token and the cluster CA, as files.
-fn credentials(
-    plane: &ControlPlane,
-    k: u32,
-    dir: &Path,
-) -> Result<(std::path::PathBuf, std::path::PathBuf, String)> {
-    let kc: Value = serde_json::from_str(&std::fs::read_to_string(plane.agent_kubeconfig(k))?)?;
-    let token = kc["users"][0]["user"]["token"]
-        .as_str()
-        .context("token in kubeconfig")?;
-    let server = kc["clusters"][0]["cluster"]["server"]
-        .as_str()
-        .context("server")?
-        .to_string();
-    let ca_b64 = kc["clusters"][0]["cluster"]["certificate-authority-data"]
-        .as_str()
-        .context("CA data")?;
-    let ca = base64_decode(ca_b64)?;
-    let token_file = dir.join("token");
-    let ca_file = dir.join("ca.pem");
-    std::fs::write(&token_file, token)?;
-    std::fs::write(&ca_file, ca)?;
-    Ok((token_file, ca_file, server))
-}
-
-fn base64_decode(s: &str) -> Result<Vec<u8>> {
-    let table = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let mut out = Vec::new();
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
-        acc = (acc << 6) | table(c).context("bad base64")?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Ok(out)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_is_scraped_with_the_agents_credentials() -> Result<()> {
     let plane = ControlPlane::shared();
-    grant_metrics(plane, 1).await?;
+    grant_cluster_reads(plane, 1).await?;
     let dir = tempfile::tempdir()?;
     let (token, ca, server) = credentials(plane, 1, dir.path())?;
     let out = dir.path().join("out");

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod access;
 pub mod cluster;
 
 use std::collections::BTreeMap;
@@ -105,6 +106,18 @@ impl AgentProc {
         ns: &str,
         out: &Path,
     ) -> Result<AgentProc> {
+        Self::spawn_with_env(policy, kubeconfig, k, ns, out, &[])
+    }
+
+    /// As [`AgentProc::spawn`], with more environment variables.
+    pub fn spawn_with_env(
+        policy: &Path,
+        kubeconfig: &Path,
+        k: u32,
+        ns: &str,
+        out: &Path,
+        env: &[(&str, String)],
+    ) -> Result<AgentProc> {
         let name = format!("agent-{k}");
         let mut child = Command::new(binary())
             .args(["run", "-c"])
@@ -115,6 +128,7 @@ impl AgentProc {
             .env("POD_NAME", &name)
             .env("POD_NAMESPACE", ns)
             .env("OUT_DIR", out)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,0 +1,116 @@
+//! Cluster-wide read rights and credentials for agents in tests.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{ObjectMeta, PostParams};
+use leasehold_testkit::ControlPlane;
+use serde_json::Value;
+
+/// Lets agent `k` read the API server's `/metrics` (what the `apiserver`
+/// metricset needs) and Events in every namespace.
+pub async fn grant_cluster_reads(plane: &ControlPlane, k: u32) -> Result<()> {
+    let admin = plane.admin_client().await?;
+    let name = format!("leasehold-metrics-reader-{k}");
+    let role = ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        rules: Some(vec![
+            PolicyRule {
+                non_resource_urls: Some(vec!["/metrics".into()]),
+                verbs: vec!["get".into()],
+                ..Default::default()
+            },
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["events".into()]),
+                verbs: vec!["get".into(), "list".into(), "watch".into()],
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    };
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".into(),
+            name: ControlPlane::agent_user(k),
+            ..Default::default()
+        }]),
+    };
+    let pp = PostParams::default();
+    for r in [
+        kube::Api::<ClusterRole>::all(admin.clone())
+            .create(&pp, &role)
+            .await
+            .map(|_| ()),
+        kube::Api::<ClusterRoleBinding>::all(admin)
+            .create(&pp, &binding)
+            .await
+            .map(|_| ()),
+    ] {
+        match r {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// The agent's bearer token and the cluster CA, as files.
+pub fn credentials(plane: &ControlPlane, k: u32, dir: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let kc: Value = serde_json::from_str(&std::fs::read_to_string(plane.agent_kubeconfig(k))?)?;
+    let token = kc["users"][0]["user"]["token"]
+        .as_str()
+        .context("token in kubeconfig")?;
+    let server = kc["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .context("server")?
+        .to_string();
+    let ca_b64 = kc["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .context("CA data")?;
+    let ca = base64_decode(ca_b64)?;
+    let token_file = dir.join("token");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&token_file, token)?;
+    std::fs::write(&ca_file, ca)?;
+    Ok((token_file, ca_file, server))
+}
+
+fn base64_decode(s: &str) -> Result<Vec<u8>> {
+    let table = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::new();
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
+        acc = (acc << 6) | table(c).context("bad base64")?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Ok(out)
+}

@@ -353,12 +353,15 @@ async fn state_metricsets_describe_the_objects_kube_state_metrics_sees() -> Resu
     Ok(())
 }
 
-/// Gated `state_*` metricsets on three agents through a SIGTERM handover, a
-/// holder overwrite and a SIGKILL of the leader: per object and aligned
-/// period, documents written by two agents are identical (same id), and no
-/// period goes without documents for longer than a handover can take.
+/// The three-agent scenario: gated `state_*`, `apiserver` and
+/// `kubernetes/events` on three agents through a SIGTERM handover, a holder
+/// overwrite and a SIGKILL of the leader, while the test creates Events.
+/// Per object and aligned period, documents written by two agents are
+/// identical (same id); terms only grow; no period goes without documents
+/// for longer than a handover can take; every Event is shipped at least
+/// once and its copies share one id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gated_state_metrics_survive_failovers_without_gaps_or_conflicting_ids() -> Result<()> {
+async fn gated_cluster_inputs_survive_sigterm_overwrite_and_sigkill() -> Result<()> {
     use agents::cluster::Cluster;
     use leasehold_testkit::objects;
     let plane = ControlPlane::shared();
@@ -367,14 +370,34 @@ async fn gated_state_metrics_survive_failovers_without_gaps_or_conflicting_ids()
     let ns = format!("failover-{:04x}", std::process::id() % 0xffff);
     objects::namespace(&admin, &ns).await?;
     objects::pending_pod(&admin, &ns, "watched").await?;
+    let scratch = tempfile::tempdir()?;
+    let mut creds = Vec::new();
+    for k in 1..=3 {
+        grant_cluster_reads(plane, k).await?;
+        let d = scratch.path().join(format!("agent-{k}"));
+        std::fs::create_dir_all(&d)?;
+        creds.push(credentials(plane, k, &d)?);
+    }
+    let server = creds[0].2.clone();
     let text = policy(
         "run-lease",
         &format!(
-            "  - id: state\n    type: kubernetes/metrics\n    condition: ${{kubernetes_leaderelection.leader}} == true\n    streams:\n      - metricsets: [state_pod]\n        hosts: ['{}']\n        period: 1s\n",
+            "  - id: state\n    type: kubernetes/metrics\n    condition: ${{kubernetes_leaderelection.leader}} == true\n    streams:\n      - metricsets: [state_pod]\n        hosts: ['{}']\n        period: 1s\n      - metricsets: [apiserver]\n        hosts: ['{server}']\n        period: 1s\n        bearer_token_file: '${{env.OUT_DIR}}.token'\n        ssl.certificate_authorities: ['${{env.OUT_DIR}}.ca']\n        metrics_filters.include: ['apiserver_request_total']\n  - id: events\n    type: kubernetes/events\n    condition: ${{kubernetes_leaderelection.leader}} == true\n    namespaces: ['{ns}']\n",
             ksm.url()
         ),
     );
     let mut c = Cluster::start(plane, "run-state", 3, Some(text)).await?;
+    // Each agent's own token and the CA, where its policy looks for them
+    // (read at every fetch; the first leader is elected a lease duration
+    // after the start).
+    for (k, (token, ca, _)) in creds.iter().enumerate() {
+        std::fs::copy(token, format!("{}.token", c.outs[k].display()))?;
+        std::fs::copy(ca, format!("{}.ca", c.outs[k].display()))?;
+    }
+    let events_api: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(admin.clone(), &ns);
+    let stop_ticks = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticks = tokio::spawn(create_ticks(events_api, ns.clone(), stop_ticks.clone()));
     let t0 = now_us();
     // Each leader first writes a few periods of the watched pod, then is
     // disrupted: SIGTERM, a holder overwrite, SIGKILL.
@@ -421,6 +444,8 @@ async fn gated_state_metrics_survive_failovers_without_gaps_or_conflicting_ids()
     let leader = c.leader_after(now_us(), &[&leader])?;
     watched_by(&c, &leader, 3)?;
     c.check(t0)?;
+    stop_ticks.store(true, std::sync::atomic::Ordering::Relaxed);
+    let created = ticks.await??;
 
     let mut docs_all = Vec::new();
     for d in &c.outs {
@@ -512,5 +537,103 @@ async fn gated_state_metrics_survive_failovers_without_gaps_or_conflicting_ids()
         worst / 1000
     );
     assert!(worst <= allowed, "no document for {} ms", worst / 1000);
+
+    // The API server's metrics were collected under several terms.
+    let api_terms: BTreeSet<i64> = docs_all
+        .iter()
+        .filter(|e| {
+            e["input"]["id"] == "state"
+                && e["kubernetes"]["apiserver"]["request"]["count"].is_number()
+        })
+        .filter_map(|e| e["leader"]["term"].as_i64())
+        .collect();
+    assert!(
+        api_terms.len() >= 3,
+        "apiserver documents only under terms {api_terms:?}"
+    );
+
+    // Events: from the first one shipped on, every one at least once, and
+    // every copy of one Event has the same id.
+    let mut copies: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for e in docs_all.iter().filter(|e| e["input"]["id"] == "events") {
+        let name = e["kubernetes"]["event"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        copies.entry(name.clone()).or_default().insert(
+            e["@metadata"]["_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        *count.entry(name).or_default() += 1;
+    }
+    let first = copies
+        .keys()
+        .filter_map(|k| k.strip_prefix("tick-")?.parse::<usize>().ok())
+        .min()
+        .unwrap_or(0);
+    // The last Events may still be on their way: allow the final second.
+    let expected: Vec<usize> = (first..created.saturating_sub(20)).collect();
+    let missing: Vec<&usize> = expected
+        .iter()
+        .filter(|n| !copies.contains_key(&format!("tick-{n}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} events not shipped: {:?}",
+        missing.len(),
+        expected.len(),
+        &missing[..missing.len().min(10)]
+    );
+    assert!(
+        copies.values().all(|ids| ids.len() == 1),
+        "an Event shipped with two ids"
+    );
+    let repeats: usize = count.values().map(|n| n - 1).sum();
+    println!(
+        "events: {created} created, {} shipped from tick-{first} on, {repeats} repeated copies (same id); apiserver under terms {api_terms:?}",
+        copies.len()
+    );
     Ok(())
+}
+
+/// Creates Events `tick-0`, `tick-1`, … in `ns` every 50 ms until stopped
+/// (at most 10 minutes); returns how many.
+async fn create_ticks(
+    api: kube::Api<k8s_openapi::api::core::v1::Event>,
+    ns: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<usize> {
+    use k8s_openapi::api::core::v1::{Event, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let mut n = 0usize;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 12_000 {
+        let now = Time(jiff::Timestamp::now());
+        let ev = Event {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("tick-{n}")),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                kind: Some("Pod".into()),
+                name: Some("watched".into()),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            reason: Some("Tick".into()),
+            message: Some(n.to_string()),
+            type_: Some("Normal".into()),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            ..Default::default()
+        };
+        api.create(&kube::api::PostParams::default(), &ev).await?;
+        n += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(n)
 }

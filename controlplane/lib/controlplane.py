@@ -393,7 +393,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-def stop_pid(pid: int, comp: str) -> None:
+def stop_pid(pid: int, comp: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM (after SIGCONT, for a paused process), then SIGKILL after
+    `timeout_s`; returns once the process is gone (bounded)."""
     if not alive(pid):
         return
     # A paused process cannot act on SIGTERM; let it run so it can exit.
@@ -402,17 +404,20 @@ def stop_pid(pid: int, comp: str) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             return
-    deadline = time.monotonic() + STOP_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and alive(pid):
         time.sleep(0.05)
     if alive(pid):
-        log(f"{comp} (pid {pid}) ignored SIGTERM for {STOP_TIMEOUT_S:.0f} s; sending SIGKILL")
+        log(f"{comp} (pid {pid}) ignored SIGTERM for {timeout_s:.0f} s; sending SIGKILL")
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             return
-        while alive(pid):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and alive(pid):
             time.sleep(0.05)
+        if alive(pid):
+            raise Failure(f"{comp} (pid {pid}) survived SIGKILL for {timeout_s:.0f} s")
 
 
 def stop_component(plane: Plane, comp: str) -> None:
@@ -714,24 +719,7 @@ def ksm_down(plane: Plane) -> None:
         path.unlink(missing_ok=True)
         return
     if ksm_alive(pid):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + KSM_STOP_TIMEOUT_S
-        while time.monotonic() < deadline and alive(pid):
-            time.sleep(0.05)
-        if alive(pid):
-            log(f"{KSM} (pid {pid}) ignored SIGTERM for {KSM_STOP_TIMEOUT_S:.0f} s; sending SIGKILL")
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + KSM_STOP_TIMEOUT_S
-            while time.monotonic() < deadline and alive(pid):
-                time.sleep(0.05)
-            if alive(pid):
-                raise Failure(f"{KSM} (pid {pid}) survived SIGKILL for {KSM_STOP_TIMEOUT_S:.0f} s")
+        stop_pid(pid, KSM, KSM_STOP_TIMEOUT_S)
     path.unlink(missing_ok=True)
 
 

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use agents::access::create_ticks;
 use agents::cluster::Cluster;
 use agents::*;
 use anyhow::{Result, bail};
-use k8s_openapi::api::core::v1::{Event, ObjectReference};
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta, PostParams};
 use leasehold_testkit::ControlPlane;
 use serde_json::Value;
@@ -66,46 +66,6 @@ async fn grant_events(plane: &ControlPlane, ns: &str) -> Result<()> {
     Ok(())
 }
 
-/// Creates Events `tick-0`, `tick-1`, … every 50 ms until stopped; returns
-/// how many it created.
-fn start_ticks(
-    api: Api<Event>,
-    ns: String,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Result<usize>> {
-    tokio::spawn(async move {
-        let mut n = 0usize;
-        // Bounded: at most 10 minutes of ticks.
-        while !stop.load(Ordering::Relaxed) && n < 12_000 {
-            let now = Time(jiff::Timestamp::now());
-            let ev = Event {
-                metadata: ObjectMeta {
-                    name: Some(format!("tick-{n}")),
-                    namespace: Some(ns.clone()),
-                    ..Default::default()
-                },
-                involved_object: ObjectReference {
-                    kind: Some("Pod".into()),
-                    name: Some("ticker".into()),
-                    namespace: Some(ns.clone()),
-                    ..Default::default()
-                },
-                reason: Some("Tick".into()),
-                message: Some(n.to_string()),
-                type_: Some("Normal".into()),
-                count: Some(1),
-                first_timestamp: Some(now.clone()),
-                last_timestamp: Some(now),
-                ..Default::default()
-            };
-            api.create(&PostParams::default(), &ev).await?;
-            n += 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(n)
-    })
-}
-
 /// Every shipped Event document, by Event name: (agent, id) per copy.
 fn shipped(c: &Cluster<'_>) -> Result<BTreeMap<String, Vec<(String, String)>>> {
     let mut by: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -144,7 +104,7 @@ async fn handover(
     grant_events(plane, c.ns.name()).await?;
     let api: Api<Event> = Api::namespaced(plane.admin_client().await?, c.ns.name());
     let stop = Arc::new(AtomicBool::new(false));
-    let ticks = start_ticks(api, c.ns.name().to_string(), stop.clone());
+    let ticks = tokio::spawn(create_ticks(api, c.ns.name().to_string(), stop.clone()));
     let t0 = now_us();
     let leader = c.current_leader()?;
     // Let the leader ship for a while, then stop it.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agents::access::{credentials, grant_cluster_reads};
+use agents::access::{create_ticks, credentials, grant_cluster_reads};
 use agents::*;
 use anyhow::{Context, Result, bail};
 use leasehold_testkit::ControlPlane;
@@ -597,43 +597,4 @@ async fn gated_cluster_inputs_survive_sigterm_overwrite_and_sigkill() -> Result<
         copies.len()
     );
     Ok(())
-}
-
-/// Creates Events `tick-0`, `tick-1`, … in `ns` every 50 ms until stopped
-/// (at most 10 minutes); returns how many.
-async fn create_ticks(
-    api: kube::Api<k8s_openapi::api::core::v1::Event>,
-    ns: String,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> Result<usize> {
-    use k8s_openapi::api::core::v1::{Event, ObjectReference};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    let mut n = 0usize;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 12_000 {
-        let now = Time(jiff::Timestamp::now());
-        let ev = Event {
-            metadata: kube::api::ObjectMeta {
-                name: Some(format!("tick-{n}")),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some("watched".into()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            reason: Some("Tick".into()),
-            message: Some(n.to_string()),
-            type_: Some("Normal".into()),
-            count: Some(1),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            ..Default::default()
-        };
-        api.create(&kube::api::PostParams::default(), &ev).await?;
-        n += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    Ok(n)
 }

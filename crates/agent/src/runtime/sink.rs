@@ -51,6 +51,20 @@ pub enum Refused {
 /// excepted: a payload may route itself).
 const OWN_KEYS: [&str; 4] = ["@timestamp", "agent", "input", "leader"];
 
+/// Appends the payload's fields (`,"k":v` each), leaving out the keys the
+/// runtime sets itself.
+fn push_payload(line: &mut Vec<u8>, payload: &Map<String, Value>) {
+    for (k, v) in payload {
+        if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" {
+            continue;
+        }
+        line.push(b',');
+        let _ = serde_json::to_writer(&mut *line, k);
+        line.push(b':');
+        let _ = serde_json::to_writer(&mut *line, v);
+    }
+}
+
 /// An input's handle for producing events.
 #[derive(Clone)]
 pub struct EventSink {
@@ -142,17 +156,8 @@ impl EventSink {
         line.extend_from_slice(b"\",\"@metadata\":{\"_id\":");
         let _ = serde_json::to_writer(&mut line, id);
         line.push(b'}');
-        let own_ds = payload.contains_key("data_stream");
-        for (k, v) in &payload {
-            if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" {
-                continue;
-            }
-            line.push(b',');
-            let _ = serde_json::to_writer(&mut line, k);
-            line.push(b':');
-            let _ = serde_json::to_writer(&mut line, v);
-        }
-        self.finish_line(&mut line, own_ds);
+        push_payload(&mut line, &payload);
+        self.finish_line(&mut line, payload.contains_key("data_stream"));
         self.queue(line).await
     }
 
@@ -171,17 +176,8 @@ impl EventSink {
     /// are replaced by the agent's.
     pub async fn emit(&self, payload: Map<String, Value>) -> Result<(), Refused> {
         let mut line = self.start_line(64 + payload.len() * 32);
-        let own_ds = payload.contains_key("data_stream");
-        for (k, v) in &payload {
-            if OWN_KEYS.contains(&k.as_str()) {
-                continue;
-            }
-            line.push(b',');
-            let _ = serde_json::to_writer(&mut line, k);
-            line.push(b':');
-            let _ = serde_json::to_writer(&mut line, v);
-        }
-        self.finish_line(&mut line, own_ds);
+        push_payload(&mut line, &payload);
+        self.finish_line(&mut line, payload.contains_key("data_stream"));
         self.queue(line).await
     }
 

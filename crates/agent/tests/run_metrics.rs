@@ -155,8 +155,9 @@ inputs:
 async fn without_rights_the_scrape_fails_and_says_why() -> Result<()> {
     let plane = ControlPlane::shared();
     let dir = tempfile::tempdir()?;
-    // agent-2 is never granted /metrics.
-    let (token, ca, server) = credentials(plane, 2, dir.path())?;
+    // agent-5 is never granted /metrics (the other tests of this binary
+    // grant agents 1 to 3).
+    let (token, ca, server) = credentials(plane, 5, dir.path())?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
     std::fs::write(
@@ -168,7 +169,7 @@ async fn without_rights_the_scrape_fails_and_says_why() -> Result<()> {
             ca.display()
         ),
     )?;
-    let agent = AgentProc::start(&policy, Path::new("/nonexistent"), 2, "default", &out)?;
+    let agent = AgentProc::start(&policy, Path::new("/nonexistent"), 5, "default", &out)?;
     let line = agent.wait_log("fetch failed", Duration::from_secs(10))?;
     assert!(line.contains("403"), "{line}");
     Ok(())

@@ -201,3 +201,80 @@ async fn a_sigkill_handover_ships_every_event_at_least_once_with_stable_ids() ->
     );
     Ok(())
 }
+
+/// A checkpoint too old to watch from (the API server answers 410 after an
+/// etcd compaction): the new leader lists the Events and ships exactly those
+/// newer than the checkpoint's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Result<()> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use leasehold_testkit::Component;
+    let plane = ControlPlane::dedicated()?;
+    let ns = plane.namespace("events-gone").await?;
+    grant_events(&plane, ns.name()).await?;
+    let admin = plane.admin_client().await?;
+    let api: Api<Event> = Api::namespaced(admin.clone(), ns.name());
+    let now = jiff::Timestamp::now();
+    let at = |secs_ago: i64| Time(now - jiff::SignedDuration::from_secs(secs_ago));
+    let mut old_rv = String::new();
+    for (n, secs_ago) in [(0, 120), (1, 110), (2, 100), (3, 20), (4, 10)] {
+        let ev = Event {
+            metadata: ObjectMeta { name: Some(format!("gone-{n}")), ..Default::default() },
+            involved_object: ObjectReference { kind: Some("Pod".into()), name: Some("p".into()), namespace: Some(ns.name().into()), ..Default::default() },
+            reason: Some("Gone".into()),
+            message: Some(n.to_string()),
+            type_: Some("Normal".into()),
+            first_timestamp: Some(at(secs_ago)),
+            last_timestamp: Some(at(secs_ago)),
+            ..Default::default()
+        };
+        let created = api.create(&PostParams::default(), &ev).await?;
+        if n == 2 {
+            old_rv = created.metadata.resource_version.unwrap_or_default();
+        }
+    }
+    // The checkpoint says: shipped up to gone-2 (60 s ago as its time).
+    let checkpoint = format!("{old_rv}|{}", (now - jiff::SignedDuration::from_secs(60)).as_microsecond());
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some("run-lease".into()),
+            annotations: Some([(format!("{}events.{}", leasehold_election::ANNOTATION_PREFIX, ns.name()), checkpoint)].into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec { holder_identity: Some(String::new()), lease_duration_seconds: Some(1), ..Default::default() }),
+    };
+    Api::<Lease>::namespaced(admin, ns.name()).create(&PostParams::default(), &lease).await?;
+    // Compact etcd past that resourceVersion and restart the API server so
+    // its watch cache cannot serve it either: a watch from it gets 410.
+    plane.kill(Component::ApiServer)?;
+    let revision = plane.etcd_revision()?;
+    plane.etcd_compact(revision)?;
+    plane.start_again(Component::ApiServer)?;
+    let dir = tempfile::tempdir()?;
+    let policy_path = dir.path().join("p.yml");
+    std::fs::write(
+        &policy_path,
+        policy("run-lease", "  - id: events\n    type: kubernetes/events\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n"),
+    )?;
+    let out = dir.path().join("out-1");
+    let agent = AgentProc::start(&policy_path, &plane.agent_kubeconfig(1), 1, ns.name(), &out)?;
+    agent.wait_log("too old to resume (410)", Duration::from_secs(30))?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let names = loop {
+        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+        let names: Vec<String> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["input"]["id"] == "events")
+            .filter_map(|v| v["kubernetes"]["event"]["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        if names.len() >= 2 || Instant::now() > deadline {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(names, ["gone-3", "gone-4"], "shipped after the 410: {names:?}");
+    Ok(())
+}

@@ -285,8 +285,22 @@ impl ControlPlane {
     }
 
     /// Freezes a component with SIGSTOP: connections stay open, nothing answers.
+    /// Returns once every thread of the process is stopped (SIGSTOP takes
+    /// effect asynchronously; a request sent at once could still be served).
     pub fn pause(&self, c: Component) -> Result<()> {
-        self.signal(c, "STOP")
+        self.signal(c, "STOP")?;
+        let pid = self.pid(c)?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !all_threads_stopped(pid) {
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "{} (pid {pid}) did not stop within 5 s of SIGSTOP",
+                    c.name()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 
     /// Lets a paused component run again with SIGCONT.
@@ -494,6 +508,23 @@ pub(crate) async fn config_from(path: &Path) -> Result<kube::Config> {
     config.read_timeout = Some(Duration::from_secs(30));
     config.connect_timeout = Some(Duration::from_secs(10));
     Ok(config)
+}
+
+/// Whether every thread of `pid` is stopped (state `T` or `t`), read from
+/// `/proc/PID/task/*/stat`.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(|t| t.ok()).all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+            })
+            .unwrap_or(true)
+    })
 }
 
 #[cfg(test)]

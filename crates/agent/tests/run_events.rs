@@ -221,8 +221,16 @@ async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Res
     let mut old_rv = String::new();
     for (n, secs_ago) in [(0, 120), (1, 110), (2, 100), (3, 20), (4, 10)] {
         let ev = Event {
-            metadata: ObjectMeta { name: Some(format!("gone-{n}")), ..Default::default() },
-            involved_object: ObjectReference { kind: Some("Pod".into()), name: Some("p".into()), namespace: Some(ns.name().into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(format!("gone-{n}")),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                kind: Some("Pod".into()),
+                name: Some("p".into()),
+                namespace: Some(ns.name().into()),
+                ..Default::default()
+            },
             reason: Some("Gone".into()),
             message: Some(n.to_string()),
             type_: Some("Normal".into()),
@@ -236,16 +244,35 @@ async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Res
         }
     }
     // The checkpoint says: shipped up to gone-2 (60 s ago as its time).
-    let checkpoint = format!("{old_rv}|{}", (now - jiff::SignedDuration::from_secs(60)).as_microsecond());
+    let checkpoint = format!(
+        "{old_rv}|{}",
+        (now - jiff::SignedDuration::from_secs(60)).as_microsecond()
+    );
     let lease = Lease {
         metadata: ObjectMeta {
             name: Some("run-lease".into()),
-            annotations: Some([(format!("{}events.{}", leasehold_election::ANNOTATION_PREFIX, ns.name()), checkpoint)].into()),
+            annotations: Some(
+                [(
+                    format!(
+                        "{}events.{}",
+                        leasehold_election::ANNOTATION_PREFIX,
+                        ns.name()
+                    ),
+                    checkpoint,
+                )]
+                .into(),
+            ),
             ..Default::default()
         },
-        spec: Some(LeaseSpec { holder_identity: Some(String::new()), lease_duration_seconds: Some(1), ..Default::default() }),
+        spec: Some(LeaseSpec {
+            holder_identity: Some(String::new()),
+            lease_duration_seconds: Some(1),
+            ..Default::default()
+        }),
     };
-    Api::<Lease>::namespaced(admin, ns.name()).create(&PostParams::default(), &lease).await?;
+    Api::<Lease>::namespaced(admin, ns.name())
+        .create(&PostParams::default(), &lease)
+        .await?;
     // Compact etcd past that resourceVersion and restart the API server so
     // its watch cache cannot serve it either: a watch from it gets 410.
     plane.kill(Component::ApiServer)?;
@@ -256,7 +283,10 @@ async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Res
     let policy_path = dir.path().join("p.yml");
     std::fs::write(
         &policy_path,
-        policy("run-lease", "  - id: events\n    type: kubernetes/events\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n"),
+        policy(
+            "run-lease",
+            "  - id: events\n    type: kubernetes/events\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n",
+        ),
     )?;
     let out = dir.path().join("out-1");
     let agent = AgentProc::start(&policy_path, &plane.agent_kubeconfig(1), 1, ns.name(), &out)?;
@@ -268,13 +298,21 @@ async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Res
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v["input"]["id"] == "events")
-            .filter_map(|v| v["kubernetes"]["event"]["metadata"]["name"].as_str().map(str::to_string))
+            .filter_map(|v| {
+                v["kubernetes"]["event"]["metadata"]["name"]
+                    .as_str()
+                    .map(str::to_string)
+            })
             .collect();
         if names.len() >= 2 || Instant::now() > deadline {
             break names;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(names, ["gone-3", "gone-4"], "shipped after the 410: {names:?}");
+    assert_eq!(
+        names,
+        ["gone-3", "gone-4"],
+        "shipped after the 410: {names:?}"
+    );
     Ok(())
 }

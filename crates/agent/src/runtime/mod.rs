@@ -300,11 +300,12 @@ impl Agent {
         let new = match load(&self.opts.policy_path, &self.statics) {
             Ok(l) => l,
             Err(errors) => {
+                // Status and metrics first: whoever sees the log line finds them updated.
+                self.board.policy_rejected(errors.join("; "));
+                self.metrics.policy_reload(false);
                 for e in &errors {
                     tracing::error!("policy reload ({why}) rejected: {e}");
                 }
-                self.board.policy_rejected(errors.join("; "));
-                self.metrics.policy_reload(false);
                 // Do not report the same bad file every second.
                 if let Ok(text) = std::fs::read_to_string(&self.opts.policy_path) {
                     self.loaded.text = text;

@@ -433,13 +433,14 @@ async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()
         );
     let mut c = Cluster::start(plane, "run-handover", 3, Some(text)).await?;
     let t0 = now_us();
-    c.lead_again("agent-1")?;
-    let led = now_us();
+    // The time of agent-1's first event as leader: the agents stopped on
+    // the way wrote their last events before it.
+    let led = c.lead_again("agent-1")?;
     // Two failures (the second after the 1 s backoff), then the handover.
     let (next, took_over) = wait_gated_from(
         &c.dirs(),
         &["agent-1"],
-        led - 500_000,
+        led,
         Duration::from_secs(2 + RETRY_S) + MARGIN,
     )?;
     // It holds back (2 × lease duration): it does not take the lease again

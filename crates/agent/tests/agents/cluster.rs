@@ -103,8 +103,14 @@ impl<'p> Cluster<'p> {
 
     /// Waits for the first gated event and returns who wrote it.
     pub fn leader_after(&self, after: i64, not: &[&str]) -> Result<String> {
+        Ok(self.first_gated_after(after, not)?.0)
+    }
+
+    /// The first gated event after `after` from an agent not in `not`: who
+    /// wrote it and when.
+    fn first_gated_after(&self, after: i64, not: &[&str]) -> Result<(String, i64)> {
         let bound = Duration::from_secs(LEASE_S + RENEW_S + 2 * RETRY_S) + MARGIN;
-        Ok(wait_gated_from(&self.dirs(), not, after, bound)?.0)
+        wait_gated_from(&self.dirs(), not, after, bound)
     }
 
     /// The agent writing gated events now.
@@ -135,19 +141,19 @@ impl<'p> Cluster<'p> {
 
     /// Makes `name` lead again by stopping (SIGTERM) whoever leads instead,
     /// at most twice, then restarts those stopped: proof that `name` stayed
-    /// a candidate.
-    pub fn lead_again(&mut self, name: &str) -> Result<()> {
+    /// a candidate. Returns the time of `name`'s first gated event as leader.
+    pub fn lead_again(&mut self, name: &str) -> Result<i64> {
         let mut stopped = Vec::new();
         for _ in 0..self.agents.len() {
             let now = now_us();
             let not: Vec<&str> = stopped.iter().map(String::as_str).collect();
-            let leader = self.leader_after(now, &not)?;
+            let (leader, first) = self.first_gated_after(now, &not)?;
             if leader == name {
                 for s in stopped {
                     let k = Self::index(&s);
                     self.agents[k] = Some(self.spawn(k as u32 + 1)?);
                 }
-                return Ok(());
+                return Ok(first);
             }
             let i = Self::index(&leader);
             let mut a = self.agents[i].take().context("leader not running")?;

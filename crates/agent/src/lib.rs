@@ -7,3 +7,4 @@ pub mod kubeconn;
 pub mod monitor;
 pub mod outputs;
 pub mod runtime;
+pub mod tls;

@@ -4,7 +4,6 @@
 //! (`full`, `certificate`: chain but not the name, `none`).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty, Limited};
@@ -13,27 +12,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use leasehold_policy::{Map, Value};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
-use rustls_pki_types::pem::PemObject;
 
 use super::settings::{Problem, unresolved};
 
 /// The largest body accepted from a scrape target.
 pub const MAX_BODY: usize = 64 * 1024 * 1024;
 
-/// `ssl.verification_mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Verification {
-    /// Chain and host name (default).
-    #[default]
-    Full,
-    /// Chain only.
-    Certificate,
-    /// Nothing: the connection is encrypted but not authenticated.
-    None,
-}
+pub use crate::tls::Verification;
 
 /// TLS and authentication settings of a scraping stream.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -94,13 +79,9 @@ impl HttpSettings {
                     )),
                 },
                 "verification_mode" => match v {
-                    Value::Str(m) if m == "full" || m == "strict" => {
-                        s.verification = Verification::Full
+                    Value::Str(m) if Verification::from_name(m).is_some() => {
+                        s.verification = Verification::from_name(m).unwrap_or_default()
                     }
-                    Value::Str(m) if m == "certificate" => {
-                        s.verification = Verification::Certificate
-                    }
-                    Value::Str(m) if m == "none" => s.verification = Verification::None,
                     v if unresolved(v) => {}
                     other => out.push(
                         Problem::new(
@@ -142,57 +123,8 @@ pub struct Fetched {
 impl Fetcher {
     /// A client with `settings`; errors name the CA file that cannot be used.
     pub fn new(settings: &HttpSettings, timeout: Duration) -> Result<Fetcher, String> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        let native = rustls_native_certs_roots();
-        roots.add_parsable_certificates(native);
-        for path in &settings.certificate_authorities {
-            let mut any = false;
-            let certs = CertificateDer::pem_file_iter(path).map_err(|e| {
-                format!(
-                    "ssl.certificate_authorities: cannot read {}: {e}",
-                    path.display()
-                )
-            })?;
-            for cert in certs {
-                let cert = cert
-                    .map_err(|e| format!("ssl.certificate_authorities: {}: {e}", path.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("ssl.certificate_authorities: {}: {e}", path.display()))?;
-                any = true;
-            }
-            if !any {
-                return Err(format!(
-                    "ssl.certificate_authorities: {} holds no PEM certificate",
-                    path.display()
-                ));
-            }
-        }
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
-        let roots = Arc::new(roots);
-        let config = match settings.verification {
-            Verification::Full => builder.with_root_certificates(roots).with_no_client_auth(),
-            Verification::Certificate | Verification::None => {
-                let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-                    roots,
-                    provider.clone(),
-                )
-                .build()
-                .map_err(|e| format!("ssl.certificate_authorities: {e}"))?;
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(Relaxed {
-                        inner,
-                        check_chain: settings.verification == Verification::Certificate,
-                        provider,
-                    }))
-                    .with_no_client_auth()
-            }
-        };
+        let config =
+            crate::tls::client_config(&settings.certificate_authorities, settings.verification)?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_or_http()
@@ -261,76 +193,4 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
-}
-
-fn rustls_native_certs_roots() -> Vec<CertificateDer<'static>> {
-    rustls_native_certs::load_native_certs().certs
-}
-
-/// Verification for `certificate` (chain, any name) and `none` (nothing).
-#[derive(Debug)]
-struct Relaxed {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
-    check_chain: bool,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for Relaxed {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if !self.check_chain {
-            return Ok(ServerCertVerified::assertion());
-        }
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Ok(v) => Ok(v),
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-            | Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }

@@ -647,7 +647,11 @@ mod tests {
                         {"id": "y", "reason": "needs a provider that is not configured"}
                     ]
                 },
-                "outputs": [{"name": "default", "type": "file", "queue_depth": 4}],
+                "outputs": [{
+                    "name": "default", "type": "file", "queue_depth": 4,
+                    "state": "idle", "consecutive_failures": 0, "last_error": null,
+                    "last_error_at": null, "last_success_at": null
+                }],
                 "policy": {
                     "path": "/etc/leasehold/policy.yaml", "loaded_at": "T",
                     "last_error": "line 3: unknown key", "reloads": 0, "reload_failures": 1

@@ -121,6 +121,9 @@ pub struct OutputStatus {
     pub kind: String,
     /// Events queued and not yet written.
     pub queue_depth: usize,
+    /// Whether it is delivering, and its latest error.
+    #[serde(flatten)]
+    pub health: crate::outputs::OutputHealth,
 }
 
 /// The policy in force and how its reloads went.
@@ -374,6 +377,7 @@ impl StatusBoard {
                     name,
                     kind,
                     queue_depth,
+                    health: Default::default(),
                 })
                 .collect();
         }
@@ -459,6 +463,7 @@ mod tests {
             name: "default".into(),
             kind: "file".into(),
             queue_depth: 0,
+            health: Default::default(),
         }]);
         assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
         b.set_output_depths(Arc::new(|| vec![("default".into(), "file".into(), 7)]));

@@ -96,6 +96,7 @@ mod tests {
                 b"{}\n".to_vec(),
             ],
             done: 1,
+            ..Batch::default()
         };
         sink.write(&mut batch).unwrap();
         assert_eq!(batch.done, 3);

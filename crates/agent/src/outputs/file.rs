@@ -276,6 +276,7 @@ pub(super) mod tests {
             let mut batch = Batch {
                 lines: chunk.iter().map(|n| line(*n)).collect(),
                 done: 0,
+                ..Batch::default()
             };
             sink.write(&mut batch).unwrap();
             assert_eq!(batch.done, chunk.len());
@@ -348,6 +349,7 @@ pub(super) mod tests {
         let mut batch = Batch {
             lines: vec![line(0), long.clone(), line(1)],
             done: 0,
+            ..Batch::default()
         };
         sink.write(&mut batch).unwrap();
         assert_eq!(lines_of(&s.rotated_file(2)), [line(0)]);
@@ -403,6 +405,7 @@ pub(super) mod tests {
         let mut batch = Batch {
             lines: (0..25).map(line).collect(),
             done: 0,
+            ..Batch::default()
         };
         let err = sink.write(&mut batch).unwrap_err();
         assert!(

@@ -5,7 +5,16 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use super::health::{HealthBoard, OutputHealth};
+
+/// Bounds (seconds) of the write-duration histogram: a file write takes
+/// microseconds, a bulk request to a busy cluster seconds.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutputLabels {
@@ -20,18 +29,46 @@ struct InputLabels {
 
 /// The output metric families. Clones share their values.
 ///
-/// Counters `leasehold_output_events_written_total{output}`,
+/// Counters `leasehold_output_events_written_total{output}` (acknowledged
+/// by the destination, duplicates included),
+/// `leasehold_output_events_duplicate_total{output}` (the server already
+/// held the document's `_id`), `leasehold_output_events_dropped_total{output}`
+/// (refused for good, e.g. a mapping conflict),
 /// `leasehold_output_events_failed_total{output}` (events whose write
 /// attempt failed; they are retried), `leasehold_output_write_errors_total{output}`
-/// (failed write attempts) and `leasehold_output_events_received_total{output,input}`,
-/// and the gauge `leasehold_output_queue_depth{output}`.
-#[derive(Clone, Debug, Default)]
+/// (failed write attempts), `leasehold_output_batches_total{output}` and
+/// `leasehold_output_events_received_total{output,input}`; the gauge
+/// `leasehold_output_queue_depth{output}`; the histogram
+/// `leasehold_output_write_duration_seconds{output}` (one write attempt).
+#[derive(Clone, Debug)]
 pub struct OutputMetrics {
     written: Family<OutputLabels, Counter>,
+    duplicates: Family<OutputLabels, Counter>,
+    dropped: Family<OutputLabels, Counter>,
     failed: Family<OutputLabels, Counter>,
     errors: Family<OutputLabels, Counter>,
+    batches: Family<OutputLabels, Counter>,
     depth: Family<OutputLabels, Gauge>,
+    latency: Family<OutputLabels, Histogram, fn() -> Histogram>,
     received: Family<InputLabels, Counter>,
+    health: HealthBoard,
+}
+
+impl Default for OutputMetrics {
+    fn default() -> Self {
+        OutputMetrics {
+            written: Family::default(),
+            duplicates: Family::default(),
+            dropped: Family::default(),
+            failed: Family::default(),
+            errors: Family::default(),
+            batches: Family::default(),
+            depth: Family::default(),
+            latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
+            received: Family::default(),
+            health: HealthBoard::default(),
+        }
+    }
 }
 
 impl OutputMetrics {
@@ -47,6 +84,26 @@ impl OutputMetrics {
             "leasehold_output_events_written",
             "Events written by an output",
             m.written.clone(),
+        );
+        registry.register(
+            "leasehold_output_events_duplicate",
+            "Events the destination already held (same _id): delivered before",
+            m.duplicates.clone(),
+        );
+        registry.register(
+            "leasehold_output_events_dropped",
+            "Events the destination refused for good (e.g. a mapping conflict)",
+            m.dropped.clone(),
+        );
+        registry.register(
+            "leasehold_output_batches",
+            "Batches taken from an output's queue",
+            m.batches.clone(),
+        );
+        registry.register(
+            "leasehold_output_write_duration_seconds",
+            "Duration of one write attempt of an output (a bulk request, a file write)",
+            m.latency.clone(),
         );
         registry.register(
             "leasehold_output_events_failed",
@@ -81,6 +138,22 @@ impl OutputMetrics {
         self.failed.get(&labels(output)).map_or(0, |c| c.get())
     }
 
+    /// Events dropped so far by `output` (refused for good).
+    pub fn events_dropped(&self, output: &str) -> u64 {
+        self.dropped.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// Events `output` found already delivered (same `_id`).
+    pub fn events_duplicate(&self, output: &str) -> u64 {
+        self.duplicates.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// The health of `output`: whether its last write succeeded, and the
+    /// latest error.
+    pub fn health(&self, output: &str) -> OutputHealth {
+        self.health.get(output)
+    }
+
     /// Failed write attempts so far by `output`.
     pub fn write_errors(&self, output: &str) -> u64 {
         self.errors.get(&labels(output)).map_or(0, |c| c.get())
@@ -106,6 +179,11 @@ impl OutputMetrics {
         OutputHandles {
             output: output.to_string(),
             written: self.written.get_or_create(&l).clone(),
+            duplicates: self.duplicates.get_or_create(&l).clone(),
+            dropped: self.dropped.get_or_create(&l).clone(),
+            batches: self.batches.get_or_create(&l).clone(),
+            latency: self.latency.get_or_create(&l).clone(),
+            health: self.health.handle(output),
             failed: self.failed.get_or_create(&l).clone(),
             errors: self.errors.get_or_create(&l).clone(),
             depth: self.depth.get_or_create(&l).clone(),
@@ -125,6 +203,11 @@ fn labels(output: &str) -> OutputLabels {
 pub(super) struct OutputHandles {
     output: String,
     pub(super) written: Counter,
+    pub(super) duplicates: Counter,
+    pub(super) dropped: Counter,
+    pub(super) batches: Counter,
+    pub(super) latency: Histogram,
+    pub(super) health: super::health::HealthHandle,
     pub(super) failed: Counter,
     pub(super) errors: Counter,
     depth: Gauge,

@@ -11,7 +11,9 @@
 //! in a directory, rotated by size like Beats' file output).
 
 mod console;
+pub mod elasticsearch;
 mod file;
+mod health;
 mod metrics;
 mod queue;
 
@@ -27,13 +29,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::Event;
 
+pub use health::{HealthState, OutputHealth};
 pub use metrics::OutputMetrics;
 
 use metrics::OutputHandles;
 use queue::{Control, Sink};
 
 /// The output types this agent knows.
-pub const OUTPUT_TYPES: [&str; 2] = ["console", "file"];
+pub const OUTPUT_TYPES: [&str; 3] = ["console", "elasticsearch", "file"];
 
 /// Beats' default memory queue size.
 pub const DEFAULT_QUEUE_EVENTS: usize = 3200;
@@ -62,7 +65,7 @@ const FILE_KEYS: [&str; 5] = [
     "permissions",
 ];
 /// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
-const CONTAINER_KEYS: [&str; 2] = ["queue", "queue.mem"];
+const CONTAINER_KEYS: [&str; 4] = ["queue", "queue.mem", "ssl", "backoff"];
 
 /// One configured output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +85,8 @@ pub enum OutputKind {
     Console,
     /// NDJSON in rotated files.
     File(FileSettings),
+    /// `_bulk` into Elasticsearch or OpenSearch.
+    Elasticsearch(elasticsearch::ElasticsearchSettings),
 }
 
 impl OutputKind {
@@ -90,6 +95,7 @@ impl OutputKind {
         match self {
             OutputKind::Console => "console",
             OutputKind::File(_) => "file",
+            OutputKind::Elasticsearch(_) => "elasticsearch",
         }
     }
 }
@@ -147,7 +153,7 @@ pub struct SettingError {
 }
 
 impl SettingError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         SettingError {
             path: path.into(),
             message: message.into(),
@@ -276,6 +282,11 @@ fn parse_output(
             .chain(FILE_KEYS.iter())
             .copied()
             .collect(),
+        "elasticsearch" => COMMON_KEYS
+            .iter()
+            .chain(elasticsearch::settings::KEYS.iter())
+            .copied()
+            .collect(),
         _ => COMMON_KEYS.to_vec(),
     };
     for key in keys.keys() {
@@ -294,6 +305,9 @@ fn parse_output(
 
     let kind = match kind_name {
         "file" => OutputKind::File(parse_file(&base, &keys, errors)),
+        "elasticsearch" => {
+            OutputKind::Elasticsearch(elasticsearch::settings::parse(&base, &keys, errors))
+        }
         _ => OutputKind::Console,
     };
     if errors.len() > before {
@@ -326,14 +340,21 @@ fn flatten(
             match v {
                 Value::Map(inner) => flatten(base, &key, inner, keys, errors),
                 Value::Null => {}
-                other => errors.push(SettingError::new(
-                    format!("{base}.{key}"),
-                    format!(
-                        "must be a map holding `{}`, found {}",
-                        &QUEUE_EVENTS_KEY[key.len() + 1..],
-                        other.type_name()
-                    ),
-                )),
+                other => {
+                    let holding = match key.as_str() {
+                        "queue" | "queue.mem" => {
+                            format!(" holding `{}`", &QUEUE_EVENTS_KEY[key.len() + 1..])
+                        }
+                        _ => String::new(),
+                    };
+                    errors.push(SettingError::new(
+                        format!("{base}.{key}"),
+                        format!(
+                            "must be a map of settings{holding}, found {}",
+                            other.type_name()
+                        ),
+                    ))
+                }
             }
             continue;
         }
@@ -421,7 +442,7 @@ fn parse_file(
 }
 
 /// A setting's value; null counts as not given.
-fn given<'a>(keys: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn given<'a>(keys: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a Value> {
     keys.get(key).filter(|v| !matches!(v, Value::Null))
 }
 
@@ -447,7 +468,13 @@ fn parse_mode(v: &Value) -> Option<u32> {
 }
 
 /// An integer within `lo..=hi`, or `None` after recording the problem.
-fn int_in(path: &str, v: &Value, lo: i64, hi: i64, errors: &mut Vec<SettingError>) -> Option<i64> {
+pub(crate) fn int_in(
+    path: &str,
+    v: &Value,
+    lo: i64,
+    hi: i64,
+    errors: &mut Vec<SettingError>,
+) -> Option<i64> {
     match v {
         Value::Int(i) if (lo..=hi).contains(i) => Some(*i),
         other => {
@@ -464,7 +491,7 @@ fn int_in(path: &str, v: &Value, lo: i64, hi: i64, errors: &mut Vec<SettingError
 }
 
 /// A value as quoted in messages: scalars by value, collections by type.
-fn describe(v: &Value) -> String {
+pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => f.to_string(),
@@ -589,6 +616,17 @@ impl Outputs {
                 OutputKind::File(f) => Box::new(file::FileSink::open(f.clone()).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name))
                 })?),
+                OutputKind::Elasticsearch(es) => {
+                    let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+                        std::io::Error::other(format!("outputs need a tokio runtime: {e}"))
+                    })?;
+                    Box::new(
+                        elasticsearch::ElasticsearchSink::new(&s.name, es.clone(), runtime)
+                            .map_err(|e| {
+                                std::io::Error::other(format!("output `{}`: {e}", s.name))
+                            })?,
+                    )
+                }
             };
             sinks.push((s.name, s.queue_events, sink));
         }
@@ -655,6 +693,11 @@ impl Outputs {
         self.find(name).map(|r| r.sender.depth())
     }
 
+    /// Whether the output called `name` is delivering.
+    pub fn health(&self, name: &str) -> Option<OutputHealth> {
+        self.find(name).map(|r| r.sender.handles.health.get())
+    }
+
     fn find(&self, name: &str) -> Option<&Running> {
         self.running.iter().find(|r| &*r.sender.name == name)
     }
@@ -714,7 +757,7 @@ mod tests {
     fn file_of(o: &OutputSettings) -> &FileSettings {
         match &o.kind {
             OutputKind::File(f) => f,
-            OutputKind::Console => panic!("{} is a console output", o.name),
+            other => panic!("{} is a {} output", o.name, other.type_name()),
         }
     }
 
@@ -858,7 +901,7 @@ mod tests {
     type: console
     queue: 5
   x:
-    type: elasticsearch
+    type: kafka
     hosts: [a]
   n:
     path: /tmp
@@ -903,9 +946,9 @@ mod tests {
             "known keys: filename, number_of_files, path, permissions, queue.mem.events, rotate_every_kb, type"
         ));
         assert!(msg("outputs.c.path").contains("known keys: queue.mem.events, type"));
-        assert!(msg("outputs.x.type").contains("`elasticsearch`"));
-        assert!(msg("outputs.x.type").contains("known types: console, file"));
-        assert!(msg("outputs.n.type").contains("required; one of: console, file"));
+        assert!(msg("outputs.x.type").contains("`kafka`"));
+        assert!(msg("outputs.x.type").contains("known types: console, elasticsearch, file"));
+        assert!(msg("outputs.n.type").contains("required; one of: console, elasticsearch, file"));
         assert!(msg("outputs.t.type").contains("must be a string"));
         assert!(msg("outputs.s").contains("must be a map"));
         assert!(msg("outputs.q.queue").contains("mem.events"));

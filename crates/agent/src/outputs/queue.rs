@@ -20,11 +20,17 @@ pub(super) const BACKOFF_START: Duration = Duration::from_millis(100);
 /// Longest wait between retries.
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(10);
 
-/// Lines to write; `done` counts those already written, from the front.
+/// Lines to write; `done` counts those settled, from the front: written,
+/// or (for a server that judges each document) found already present or
+/// refused for good. `dropped` and `duplicates` count those among `done`.
 #[derive(Debug, Default)]
 pub(super) struct Batch {
     pub(super) lines: Vec<Vec<u8>>,
     pub(super) done: usize,
+    /// Settled lines the server refused for good (e.g. a mapping error).
+    pub(super) dropped: usize,
+    /// Settled lines the server already held (same `_id`): delivered.
+    pub(super) duplicates: usize,
 }
 
 impl Batch {
@@ -48,6 +54,14 @@ pub(super) trait Sink: Send + 'static {
     fn sync(&mut self) -> io::Result<()>;
     /// What the sink writes to, for messages (a path or `stdout`).
     fn target(&self) -> String;
+    /// Most lines handed to one [`Sink::write`].
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
+    /// First and longest wait between retries of a failed write.
+    fn backoff(&self) -> (Duration, Duration) {
+        (BACKOFF_START, BACKOFF_MAX)
+    }
 }
 
 /// Shutdown signals shared by the writers: `close` stops taking new events
@@ -69,7 +83,6 @@ pub(super) async fn run_writer(
     metrics: Arc<OutputHandles>,
 ) -> usize {
     let mut sink = Some(sink);
-    let mut batch = Batch::default();
     let mut closed = false;
     loop {
         let first = tokio::select! {
@@ -83,25 +96,30 @@ pub(super) async fn run_writer(
             ev = rx.recv() => ev,
         };
         let Some(first) = first else { break };
-        batch.lines.clear();
-        batch.done = 0;
+        let max_batch = sink.as_ref().map_or(MAX_BATCH, |s| s.max_batch().max(1));
+        let (backoff_start, backoff_max) = sink
+            .as_ref()
+            .map_or((BACKOFF_START, BACKOFF_MAX), |s| s.backoff());
+        let mut batch = Batch::default();
         batch.lines.push(first.into_ndjson());
-        while batch.lines.len() < MAX_BATCH {
+        while batch.lines.len() < max_batch {
             match rx.try_recv() {
                 Ok(ev) => batch.lines.push(ev.into_ndjson()),
                 Err(_) => break,
             }
         }
         metrics.set_depth(rx.len());
+        metrics.batches.inc();
 
-        let mut backoff = BACKOFF_START;
+        let mut backoff = backoff_start;
         loop {
             let Some(s) = sink.take() else {
                 return batch.remaining() + rx.len();
             };
-            let before = batch.done;
+            let (done, dropped, duplicates) = (batch.done, batch.dropped, batch.duplicates);
             // If the write is abandoned its progress is unknown: count all.
             let pending = batch.remaining();
+            let started = std::time::Instant::now();
             let work = tokio::task::spawn_blocking(move || {
                 let mut s = s;
                 let result = s.write(&mut batch);
@@ -118,21 +136,33 @@ pub(super) async fn run_writer(
                 },
                 _ = control.abort.cancelled() => return pending + rx.len(),
             };
+            metrics.latency.observe(started.elapsed().as_secs_f64());
             sink = Some(s);
             batch = b;
-            metrics.written.inc_by((batch.done - before) as u64);
+            let newly_dropped = batch.dropped - dropped;
+            metrics
+                .written
+                .inc_by((batch.done - done - newly_dropped) as u64);
+            metrics.dropped.inc_by(newly_dropped as u64);
+            metrics
+                .duplicates
+                .inc_by((batch.duplicates - duplicates) as u64);
             match result {
-                Ok(()) => break,
+                Ok(()) => {
+                    metrics.health.succeeded();
+                    break;
+                }
                 Err(e) => {
                     let target = sink.as_ref().map(|s| s.target()).unwrap_or_default();
                     tracing::warn!(
                         output = %name,
-                        path = %target,
+                        target = %target,
                         error = %e,
                         pending = batch.remaining(),
                         retry_in_ms = backoff.as_millis() as u64,
                         "output write failed; retrying",
                     );
+                    metrics.health.failed(e.to_string());
                     metrics.errors.inc();
                     metrics.failed.inc_by(batch.remaining() as u64);
                     tokio::select! {
@@ -140,7 +170,7 @@ pub(super) async fn run_writer(
                         _ = control.abort.cancelled() => return batch.remaining() + rx.len(),
                         _ = tokio::time::sleep(backoff) => {}
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    backoff = (backoff * 2).min(backoff_max);
                 }
             }
         }

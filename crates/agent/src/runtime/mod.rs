@@ -732,6 +732,7 @@ impl Agent {
                 name: o.name.clone(),
                 kind: o.kind.type_name().to_string(),
                 queue_depth: self.outputs.depth(&o.name).unwrap_or(0),
+                health: self.outputs.health(&o.name).unwrap_or_default(),
             })
             .collect();
         self.board.set_outputs(out);

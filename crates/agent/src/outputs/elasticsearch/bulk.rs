@@ -1,0 +1,273 @@
+//! The `_bulk` request body and the judgement of its answer, without I/O.
+//!
+//! Each event becomes a `create` action into `{type}-{dataset}-{namespace}`
+//! (its `data_stream` fields), with `_id` when the event carries
+//! `@metadata._id`; `@metadata` itself is not indexed, as in Beats. Each
+//! item of the answer is settled (written, already there, refused for
+//! good) or left to retry.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// `data_stream` defaults of an event that names none.
+const DEFAULT_TYPE: &str = "logs";
+const DEFAULT_DATASET: &str = "generic";
+const DEFAULT_NAMESPACE: &str = "default";
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "@metadata", default, borrow)]
+    metadata: Option<Metadata<'a>>,
+    #[serde(default, borrow)]
+    data_stream: Option<DataStream<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Metadata<'a> {
+    #[serde(rename = "_id", default, borrow)]
+    id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct DataStream<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    dataset: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'a, str>>,
+}
+
+/// Appends the action line and the source of `line` (one NDJSON event) to
+/// `body`. A line that is not a JSON object is sent as it is, to the
+/// default stream: the server's answer for it is judged like any other.
+pub fn append(body: &mut Vec<u8>, line: &[u8]) {
+    let line = trim_newline(line);
+    let head: Option<Head<'_>> = serde_json::from_slice(line).ok();
+    let (index, id, has_metadata) = match &head {
+        Some(h) => {
+            let ds = h.data_stream.as_ref();
+            let part = |v: Option<&Cow<'_, str>>, default: &'static str| -> String {
+                v.map(|s| s.as_ref())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(default)
+                    .to_string()
+            };
+            let index = format!(
+                "{}-{}-{}",
+                part(ds.and_then(|d| d.kind.as_ref()), DEFAULT_TYPE),
+                part(ds.and_then(|d| d.dataset.as_ref()), DEFAULT_DATASET),
+                part(ds.and_then(|d| d.namespace.as_ref()), DEFAULT_NAMESPACE),
+            );
+            let id = h
+                .metadata
+                .as_ref()
+                .and_then(|m| m.id.as_ref())
+                .map(|s| s.to_string());
+            (index, id, h.metadata.is_some())
+        }
+        None => (
+            format!("{DEFAULT_TYPE}-{DEFAULT_DATASET}-{DEFAULT_NAMESPACE}"),
+            None,
+            false,
+        ),
+    };
+    body.extend_from_slice(b"{\"create\":{\"_index\":");
+    let _ = serde_json::to_writer(&mut *body, &index);
+    if let Some(id) = &id {
+        body.extend_from_slice(b",\"_id\":");
+        let _ = serde_json::to_writer(&mut *body, id);
+    }
+    body.extend_from_slice(b"}}\n");
+    if has_metadata {
+        match serde_json::from_slice::<Map<String, Value>>(line) {
+            Ok(mut doc) => {
+                doc.remove("@metadata");
+                let _ = serde_json::to_writer(&mut *body, &doc);
+            }
+            Err(_) => body.extend_from_slice(line),
+        }
+    } else {
+        body.extend_from_slice(line);
+    }
+    body.push(b'\n');
+}
+
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let mut l = line;
+    while let [rest @ .., b'\n' | b'\r'] = l {
+        l = rest;
+    }
+    l
+}
+
+/// What became of one document of a bulk request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Indexed now.
+    Written,
+    /// A document with its `_id` was already there (409 on `create`): it
+    /// was delivered before, by this agent or an earlier leader.
+    Duplicate,
+    /// Refused for good (e.g. a mapping conflict): retrying cannot help.
+    Dropped {
+        /// The item's HTTP status.
+        status: u16,
+        /// `error.type: error.reason`.
+        reason: String,
+    },
+    /// Refused for now (429, 5xx): send it again after a backoff.
+    Retry {
+        /// The item's HTTP status.
+        status: u16,
+        /// `error.type: error.reason`.
+        reason: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct Response {
+    #[serde(default)]
+    items: Vec<std::collections::HashMap<String, Item>>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    status: u16,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Judges a 2xx `_bulk` answer for a request of `sent` documents, one
+/// outcome per document in request order. An answer whose item count does
+/// not match is an error (nothing is known to be written).
+pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
+    let r: Response = serde_json::from_slice(answer)
+        .map_err(|e| format!("the _bulk answer is not the expected JSON: {e}"))?;
+    if r.items.len() != sent {
+        return Err(format!(
+            "the _bulk answer lists {} items for {sent} documents sent",
+            r.items.len()
+        ));
+    }
+    Ok(r.items
+        .into_iter()
+        .map(|m| {
+            let item = m.into_values().next();
+            let (status, error) = item.map_or((0, None), |i| (i.status, i.error));
+            classify(status, error.as_ref())
+        })
+        .collect())
+}
+
+fn classify(status: u16, error: Option<&Value>) -> Outcome {
+    match status {
+        200..=299 => Outcome::Written,
+        409 => Outcome::Duplicate,
+        429 | 500..=599 => Outcome::Retry {
+            status,
+            reason: reason(error),
+        },
+        _ => Outcome::Dropped {
+            status,
+            reason: reason(error),
+        },
+    }
+}
+
+/// `type: reason` of an item error, with the first `caused_by` when given.
+fn reason(error: Option<&Value>) -> String {
+    let Some(e) = error else {
+        return "no error detail".to_string();
+    };
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut s = format!("{}: {}", field(e, "type"), field(e, "reason"));
+    if let Some(c) = e.get("caused_by") {
+        s.push_str(&format!(
+            " (caused by {}: {})",
+            field(c, "type"),
+            field(c, "reason")
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_of(lines: &[&str]) -> Vec<String> {
+        let mut body = Vec::new();
+        for l in lines {
+            append(&mut body, format!("{l}\n").as_bytes());
+        }
+        String::from_utf8(body)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn events_go_to_their_data_stream_with_their_id_and_without_metadata() {
+        let lines = body_of(&[
+            r#"{"@timestamp":"2026-12-03T10:00:00.000000Z","@metadata":{"_id":"abc"},"data_stream":{"type":"metrics","dataset":"kubernetes.state_pod","namespace":"prod"},"x":1}"#,
+            r#"{"@timestamp":"2026-12-03T10:00:00.000000Z","message":"hi"}"#,
+        ]);
+        assert_eq!(
+            lines[0],
+            r#"{"create":{"_index":"metrics-kubernetes.state_pod-prod","_id":"abc"}}"#
+        );
+        let src: Value = serde_json::from_str(&lines[1]).unwrap();
+        assert!(src.get("@metadata").is_none());
+        assert_eq!(src["x"], 1);
+        assert_eq!(lines[2], r#"{"create":{"_index":"logs-generic-default"}}"#);
+        assert_eq!(
+            lines[3],
+            r#"{"@timestamp":"2026-12-03T10:00:00.000000Z","message":"hi"}"#
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_is_sent_as_it_is() {
+        let lines = body_of(&["not json"]);
+        assert_eq!(lines[0], r#"{"create":{"_index":"logs-generic-default"}}"#);
+        assert_eq!(lines[1], "not json");
+    }
+
+    #[test]
+    fn items_are_judged_by_status() {
+        let answer = br#"{"took":3,"errors":true,"items":[
+            {"create":{"_index":"a","_id":"1","status":201}},
+            {"create":{"_index":"a","_id":"2","status":409,"error":{"type":"version_conflict_engine_exception","reason":"exists"}}},
+            {"create":{"_index":"a","status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse field [n]","caused_by":{"type":"illegal_argument_exception","reason":"object"}}}},
+            {"create":{"_index":"a","status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}},
+            {"create":{"_index":"a","status":503,"error":{"type":"unavailable_shards_exception","reason":"primary"}}}
+        ]}"#;
+        let out = judge(answer, 5).unwrap();
+        assert_eq!(out[0], Outcome::Written);
+        assert_eq!(out[1], Outcome::Duplicate);
+        assert!(
+            matches!(&out[2], Outcome::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception") && reason.contains("caused by illegal_argument_exception"))
+        );
+        assert!(matches!(out[3], Outcome::Retry { status: 429, .. }));
+        assert!(matches!(out[4], Outcome::Retry { status: 503, .. }));
+        assert_eq!(
+            out.iter()
+                .filter(|o| !matches!(o, Outcome::Retry { .. }))
+                .count(),
+            3,
+            "written, duplicate and dropped are settled"
+        );
+    }
+
+    #[test]
+    fn an_answer_with_the_wrong_item_count_is_an_error() {
+        let answer = br#"{"errors":false,"items":[{"create":{"status":201}}]}"#;
+        assert!(judge(answer, 2).unwrap_err().contains("1 items for 2"));
+        assert!(judge(b"<html>", 1).is_err());
+    }
+}

@@ -1,0 +1,338 @@
+//! HTTP to an Elasticsearch or OpenSearch cluster: authentication, gzip,
+//! failover across `hosts`, and what the server is (which decides between
+//! data streams and plain indices).
+
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::{Method, StatusCode};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+use super::settings::ElasticsearchSettings;
+
+/// Largest answer read (a bulk answer for 1600 items is ~300 KB).
+const MAX_ANSWER: usize = 64 * 1024 * 1024;
+
+/// The data stream types templates are installed for on OpenSearch.
+const STREAM_TYPES: [&str; 4] = ["logs", "metrics", "traces", "synthetics"];
+
+/// How documents are stored on the server found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// `OpenSearch 2.19.6` or `Elasticsearch 7.17.29`.
+    pub product: String,
+    /// True when `{type}-{dataset}-{namespace}` are data streams; false
+    /// when the server has none (Elasticsearch 7 without x-pack) and the
+    /// same names are plain indices.
+    pub data_streams: bool,
+}
+
+/// A request that got no HTTP answer, or an answer that is an error for
+/// the whole request.
+#[derive(Debug)]
+pub enum RequestError {
+    /// No host answered: connection refused, TLS failure, timeout.
+    Unreachable(String),
+    /// The server answered with a status that fails the whole request.
+    Status {
+        /// The HTTP status.
+        status: StatusCode,
+        /// What it said, shortened.
+        text: String,
+    },
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Unreachable(why) => f.write_str(why),
+            RequestError::Status { status, text } => write!(f, "HTTP {status}: {text}"),
+        }
+    }
+}
+
+/// The client of one output.
+pub struct Client {
+    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    settings: ElasticsearchSettings,
+    /// The host tried first: the last one that answered.
+    current: AtomicUsize,
+    server: Mutex<Option<Server>>,
+}
+
+impl Client {
+    /// A client for `settings`; errors name the CA file that cannot be used.
+    pub fn new(settings: ElasticsearchSettings) -> Result<Client, String> {
+        let tls =
+            crate::tls::client_config(&settings.certificate_authorities, settings.verification)?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let http = HttpClient::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(settings.worker.max(1))
+            .build(https);
+        Ok(Client {
+            http,
+            settings,
+            current: AtomicUsize::new(0),
+            server: Mutex::new(None),
+        })
+    }
+
+    /// The configured hosts, for messages.
+    pub fn hosts(&self) -> String {
+        self.settings.hosts.join(", ")
+    }
+
+    /// What the server is, asked once and again after it was unreachable.
+    pub async fn server(&self) -> Result<Server, RequestError> {
+        if let Some(s) = self.lock_server().clone() {
+            return Ok(s);
+        }
+        let (status, body) = self.send(Method::GET, "/", None).await?;
+        if !status.is_success() {
+            return Err(status_error(status, &body, "/"));
+        }
+        let root: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let number = root["version"]["number"].as_str().unwrap_or("").to_string();
+        let opensearch = root["version"]["distribution"].as_str() == Some("opensearch");
+        let major: u32 = number
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        let server = if opensearch {
+            self.install_templates().await;
+            Server {
+                product: format!("OpenSearch {number}"),
+                data_streams: true,
+            }
+        } else {
+            // Elasticsearch 8+ always has data streams (and built-in
+            // templates for logs-*-* and metrics-*-*); 7.x only with
+            // x-pack, which the API answers for.
+            let data_streams = major >= 8 || {
+                let (s, _) = self.send(Method::GET, "/_data_stream", None).await?;
+                s.is_success()
+            };
+            Server {
+                product: format!("Elasticsearch {number}"),
+                data_streams,
+            }
+        };
+        tracing::info!(
+            hosts = %self.hosts(),
+            server = %server.product,
+            storage = if server.data_streams { "data streams" } else { "plain indices (the server has no data streams)" },
+            "elasticsearch output connected",
+        );
+        *self.lock_server() = Some(server.clone());
+        Ok(server)
+    }
+
+    /// Makes `{type}-*-*` data streams on OpenSearch, which ships no
+    /// templates for them: one low-priority composable template per type,
+    /// created only if absent so an operator's own template stays.
+    async fn install_templates(&self) {
+        for kind in STREAM_TYPES {
+            let path = format!("/_index_template/leasehold-{kind}");
+            if let Ok((s, _)) = self.send(Method::GET, &path, None).await
+                && s.is_success()
+            {
+                continue;
+            }
+            let body = json!({
+                "index_patterns": [format!("{kind}-*-*")],
+                "data_stream": {},
+                "priority": 1,
+                "_meta": {"managed_by": "leasehold"},
+            });
+            let put = format!("{path}?create=true");
+            match self
+                .send(Method::PUT, &put, Some(body.to_string().into_bytes()))
+                .await
+            {
+                Ok((s, _)) if s.is_success() => {
+                    tracing::info!(template = %format!("leasehold-{kind}"), "created the index template for {kind}-*-* data streams");
+                }
+                Ok((s, body)) => tracing::warn!(
+                    template = %format!("leasehold-{kind}"),
+                    status = %s,
+                    answer = %shorten(&body),
+                    "could not create the index template for {kind}-*-* data streams; without one such names become plain indices",
+                ),
+                Err(e) => tracing::warn!(error = %e, "could not create an index template"),
+            }
+        }
+    }
+
+    /// Forgets what the server was (it is asked again on next use).
+    pub fn forget_server(&self) {
+        *self.lock_server() = None;
+    }
+
+    /// POSTs a `_bulk` body; returns the status and the answer.
+    pub async fn bulk(&self, body: Vec<u8>) -> Result<(StatusCode, Bytes), RequestError> {
+        self.send(Method::POST, "/_bulk", Some(body)).await
+    }
+
+    /// Sends one request, starting with the host that answered last and
+    /// moving on to the next when a host cannot be reached.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), RequestError> {
+        let hosts = &self.settings.hosts;
+        if hosts.is_empty() {
+            return Err(RequestError::Unreachable("no hosts configured".into()));
+        }
+        let body = match body {
+            Some(b) => Some(self.encode(b)?),
+            None => None,
+        };
+        let first = self.current.load(Ordering::Relaxed) % hosts.len();
+        let mut failures = Vec::new();
+        for k in 0..hosts.len() {
+            let i = (first + k) % hosts.len();
+            let url = format!("{}{path}", hosts[i]);
+            match self.send_to(&method, &url, body.clone()).await {
+                Ok(answer) => {
+                    self.current.store(i, Ordering::Relaxed);
+                    return Ok(answer);
+                }
+                Err(why) => failures.push(why),
+            }
+        }
+        self.current
+            .store((first + 1) % hosts.len(), Ordering::Relaxed);
+        Err(RequestError::Unreachable(failures.join("; ")))
+    }
+
+    fn encode(&self, body: Vec<u8>) -> Result<(Bytes, bool), RequestError> {
+        let level = self.settings.compression_level;
+        if level == 0 {
+            return Ok((Bytes::from(body), false));
+        }
+        let mut gz = flate2::write::GzEncoder::new(
+            Vec::with_capacity(body.len() / 4),
+            flate2::Compression::new(level),
+        );
+        gz.write_all(&body)
+            .and_then(|()| gz.finish())
+            .map(|v| (Bytes::from(v), true))
+            .map_err(|e| RequestError::Unreachable(format!("gzip: {e}")))
+    }
+
+    async fn send_to(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<(Bytes, bool)>,
+    ) -> Result<(StatusCode, Bytes), String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let mut req = hyper::Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(
+                hyper::header::USER_AGENT,
+                concat!("leasehold/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(user) = &self.settings.username {
+            use base64::Engine as _;
+            let pass = self.settings.password.as_deref().unwrap_or("");
+            let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+            req = req.header(hyper::header::AUTHORIZATION, format!("Basic {token}"));
+        } else if let Some(key) = &self.settings.api_key {
+            req = req.header(hyper::header::AUTHORIZATION, format!("ApiKey {key}"));
+        }
+        for (k, v) in &self.settings.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let payload = match body {
+            Some((bytes, gzip)) => {
+                let ndjson = url.ends_with("/_bulk");
+                req = req.header(
+                    hyper::header::CONTENT_TYPE,
+                    if ndjson {
+                        "application/x-ndjson"
+                    } else {
+                        "application/json"
+                    },
+                );
+                if gzip {
+                    req = req.header(hyper::header::CONTENT_ENCODING, "gzip");
+                }
+                bytes
+            }
+            None => Bytes::new(),
+        };
+        let req = req
+            .body(Full::new(payload))
+            .map_err(|e| format!("{url}: {e}"))?;
+        let work = async {
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), MAX_ANSWER)
+                .collect()
+                .await
+                .map_err(|e| format!("{url}: reading the answer: {e}"))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        tokio::time::timeout(self.settings.timeout, work)
+            .await
+            .map_err(|_| format!("{url}: no answer within {:?}", self.settings.timeout))?
+    }
+
+    fn lock_server(&self) -> std::sync::MutexGuard<'_, Option<Server>> {
+        self.server.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An error status of a whole request, with advice for the usual causes.
+pub fn status_error(status: StatusCode, body: &[u8], path: &str) -> RequestError {
+    let mut text = format!("{path}: {}", shorten(body));
+    match status.as_u16() {
+        401 => text.push_str(
+            " (check username/password or api_key of the output)",
+        ),
+        403 => text.push_str(
+            " (the user lacks a privilege: it needs create_doc and auto_configure, or create_index, on the target indices)",
+        ),
+        404 => text.push_str(" (check the hosts' `path` prefix)"),
+        _ => {}
+    }
+    RequestError::Status { status, text }
+}
+
+/// The first 300 characters of an answer, on one line.
+pub fn shorten(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

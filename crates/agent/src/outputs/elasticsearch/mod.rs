@@ -1,0 +1,192 @@
+//! The `elasticsearch` output: `_bulk` `create` into data streams named
+//! `{type}-{dataset}-{namespace}`, on Elasticsearch or OpenSearch.
+//!
+//! Delivery is at least once and, for events with a deterministic id
+//! (`@metadata._id`), effectively once: a replay after a crash handover is
+//! answered 409 and counted as delivered. Per document: 429 and 5xx are
+//! retried with backoff, other refusals (a mapping conflict) are dropped
+//! and counted. A server that is down or refuses whole requests keeps the
+//! batch: the queue fills and inputs wait.
+
+mod bulk;
+mod client;
+pub mod settings;
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hyper::StatusCode;
+
+use super::queue::{Batch, Sink};
+use bulk::Outcome;
+use client::{Client, RequestError, status_error};
+pub use settings::ElasticsearchSettings;
+
+/// The sink of one `elasticsearch` output.
+pub(super) struct ElasticsearchSink {
+    name: Arc<str>,
+    client: Arc<Client>,
+    runtime: tokio::runtime::Handle,
+    bulk_max_size: usize,
+    worker: usize,
+    backoff: (Duration, Duration),
+    /// Documents per request now: `bulk_max_size`, halved after each 413
+    /// (the server's `http.max_content_length` was exceeded) and kept so.
+    request_size: AtomicUsize,
+}
+
+impl ElasticsearchSink {
+    /// A sink for `settings`; errors name the setting that cannot be used.
+    pub(super) fn new(
+        name: &str,
+        settings: ElasticsearchSettings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Self, String> {
+        let bulk_max_size = settings.bulk_max_size.max(1);
+        let worker = settings.worker.max(1);
+        let backoff = (settings.backoff_init, settings.backoff_max);
+        Ok(ElasticsearchSink {
+            name: name.into(),
+            client: Arc::new(Client::new(settings)?),
+            runtime,
+            bulk_max_size,
+            worker,
+            backoff,
+            request_size: AtomicUsize::new(bulk_max_size),
+        })
+    }
+
+    /// Sends the pending lines in requests of `request_size`, `worker` at
+    /// a time, and returns each line's outcome (`None`: not known to be
+    /// written, retry) with the first whole-request error.
+    async fn send(&self, lines: &[Vec<u8>]) -> (Vec<Option<Outcome>>, Option<String>) {
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; lines.len()];
+        if let Err(e) = self.client.server().await {
+            if matches!(e, RequestError::Unreachable(_)) {
+                self.client.forget_server();
+            }
+            return (outcomes, Some(e.to_string()));
+        }
+        let size = self.request_size.load(Ordering::Relaxed).max(1);
+        let chunks: Vec<(usize, &[Vec<u8>])> = lines
+            .chunks(size)
+            .enumerate()
+            .map(|(i, c)| (i * size, c))
+            .collect();
+        let mut first_error = None;
+        for wave in chunks.chunks(self.worker) {
+            let requests = wave.iter().map(|(start, chunk)| async move {
+                let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
+                for line in *chunk {
+                    bulk::append(&mut body, line);
+                }
+                (*start, chunk.len(), self.client.bulk(body).await)
+            });
+            for (start, n, result) in futures_util::future::join_all(requests).await {
+                match result {
+                    Ok((status, answer)) if status.is_success() => match bulk::judge(&answer, n) {
+                        Ok(items) => {
+                            for (k, o) in items.into_iter().enumerate() {
+                                outcomes[start + k] = Some(o);
+                            }
+                        }
+                        Err(why) => {
+                            first_error.get_or_insert(why);
+                        }
+                    },
+                    Ok((status, answer)) => {
+                        if status == StatusCode::PAYLOAD_TOO_LARGE && n > 1 {
+                            self.request_size.store((n / 2).max(1), Ordering::Relaxed);
+                        }
+                        first_error
+                            .get_or_insert(status_error(status, &answer, "/_bulk").to_string());
+                    }
+                    Err(e) => {
+                        if matches!(e, RequestError::Unreachable(_)) {
+                            self.client.forget_server();
+                        }
+                        first_error.get_or_insert(e.to_string());
+                    }
+                }
+            }
+        }
+        (outcomes, first_error)
+    }
+}
+
+impl Sink for ElasticsearchSink {
+    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+        let pending = batch.pending().to_vec();
+        let (outcomes, request_error) = self.runtime.block_on(self.send(&pending));
+
+        // Settled lines move to the front, behind those settled before.
+        let mut settled = Vec::with_capacity(pending.len());
+        let mut retry = Vec::new();
+        let mut dropped: Vec<(u16, String)> = Vec::new();
+        let mut item_retry: Option<(u16, String)> = None;
+        for (line, outcome) in pending.into_iter().zip(outcomes) {
+            match outcome {
+                Some(Outcome::Written) => settled.push(line),
+                Some(Outcome::Duplicate) => {
+                    batch.duplicates += 1;
+                    settled.push(line);
+                }
+                Some(Outcome::Dropped { status, reason }) => {
+                    batch.dropped += 1;
+                    dropped.push((status, reason));
+                    settled.push(line);
+                }
+                Some(Outcome::Retry { status, reason }) => {
+                    item_retry.get_or_insert((status, reason));
+                    retry.push(line);
+                }
+                None => retry.push(line),
+            }
+        }
+        if let Some((status, reason)) = dropped.first() {
+            tracing::warn!(
+                output = %self.name,
+                dropped = dropped.len(),
+                status = status,
+                first_reason = %reason,
+                "documents refused for good by the server were dropped (counted in leasehold_output_events_dropped_total)",
+            );
+        }
+        batch.lines.truncate(batch.done);
+        batch.done += settled.len();
+        batch.lines.extend(settled);
+        let left = retry.len();
+        batch.lines.extend(retry);
+        if left == 0 {
+            return Ok(());
+        }
+        let why = match (request_error, item_retry) {
+            (Some(e), _) => e,
+            (None, Some((status, reason))) => {
+                format!("the server refused documents for now (HTTP {status}: {reason})")
+            }
+            (None, None) => "no answer for some documents".to_string(),
+        };
+        Err(io::Error::other(format!(
+            "{left} documents not written: {why}"
+        )))
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn target(&self) -> String {
+        self.client.hosts()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.bulk_max_size * self.worker
+    }
+
+    fn backoff(&self) -> (Duration, Duration) {
+        self.backoff
+    }
+}

@@ -1,0 +1,113 @@
+//! Whether each output is delivering: the last success, the last error and
+//! how many attempts in a row failed, for `/status`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+
+use crate::monitor::status::now_rfc3339;
+
+/// One output's delivery health as `/status` shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OutputHealth {
+    /// `idle` before the first write, `ok` after a write succeeded,
+    /// `failing` while writes fail (events wait in the queue meanwhile).
+    pub state: HealthState,
+    /// Write attempts that failed since the last success.
+    pub consecutive_failures: u64,
+    /// The latest failure's message; kept after recovery for diagnosis.
+    pub last_error: Option<String>,
+    /// When the latest failure happened (RFC 3339, UTC).
+    pub last_error_at: Option<String>,
+    /// When a write last succeeded (RFC 3339, UTC).
+    pub last_success_at: Option<String>,
+}
+
+/// See [`OutputHealth::state`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthState {
+    /// Nothing written yet.
+    #[default]
+    Idle,
+    /// The last write succeeded.
+    Ok,
+    /// The last write failed; it is being retried.
+    Failing,
+}
+
+/// The health of every output, by name. Clones share it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct HealthBoard {
+    outputs: Arc<Mutex<HashMap<String, HealthHandle>>>,
+}
+
+impl HealthBoard {
+    /// The handle of `output`, created on first use.
+    pub(super) fn handle(&self, output: &str) -> HealthHandle {
+        lock(&self.outputs)
+            .entry(output.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// A copy of `output`'s health (idle if unknown).
+    pub(super) fn get(&self, output: &str) -> OutputHealth {
+        let handle = lock(&self.outputs).get(output).cloned();
+        handle.map(|h| h.get()).unwrap_or_default()
+    }
+}
+
+/// The writer's side: it reports each write attempt's outcome.
+#[derive(Clone, Debug, Default)]
+pub(super) struct HealthHandle(Arc<Mutex<OutputHealth>>);
+
+impl HealthHandle {
+    /// A copy of the health now.
+    pub(super) fn get(&self) -> OutputHealth {
+        lock(&self.0).clone()
+    }
+
+    pub(super) fn succeeded(&self) {
+        let mut h = lock(&self.0);
+        h.state = HealthState::Ok;
+        h.consecutive_failures = 0;
+        h.last_success_at = Some(now_rfc3339());
+    }
+
+    pub(super) fn failed(&self, error: String) {
+        let mut h = lock(&self.0);
+        h.state = HealthState::Failing;
+        h.consecutive_failures += 1;
+        h.last_error = Some(error);
+        h.last_error_at = Some(now_rfc3339());
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_then_a_success_reads_ok_with_the_error_kept() {
+        let board = HealthBoard::default();
+        assert_eq!(board.get("es").state, HealthState::Idle);
+        let h = board.handle("es");
+        h.failed("connection refused".into());
+        h.failed("connection refused".into());
+        let now = board.get("es");
+        assert_eq!(now.state, HealthState::Failing);
+        assert_eq!(now.consecutive_failures, 2);
+        h.succeeded();
+        let now = board.get("es");
+        assert_eq!(now.state, HealthState::Ok);
+        assert_eq!(now.consecutive_failures, 0);
+        assert_eq!(now.last_error.as_deref(), Some("connection refused"));
+        assert!(now.last_success_at.is_some());
+    }
+}

@@ -15,6 +15,7 @@ pub mod elasticsearch;
 mod file;
 mod health;
 mod metrics;
+pub mod otlp;
 mod queue;
 
 use std::collections::BTreeMap;
@@ -36,7 +37,7 @@ use metrics::OutputHandles;
 use queue::{Control, Sink};
 
 /// The output types this agent knows.
-pub const OUTPUT_TYPES: [&str; 3] = ["console", "elasticsearch", "file"];
+pub const OUTPUT_TYPES: [&str; 4] = ["console", "elasticsearch", "file", "otlp"];
 
 /// Beats' default memory queue size.
 pub const DEFAULT_QUEUE_EVENTS: usize = 3200;
@@ -65,7 +66,7 @@ const FILE_KEYS: [&str; 5] = [
     "permissions",
 ];
 /// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
-const CONTAINER_KEYS: [&str; 4] = ["queue", "queue.mem", "ssl", "backoff"];
+const CONTAINER_KEYS: [&str; 5] = ["queue", "queue.mem", "ssl", "backoff", "tls"];
 
 /// One configured output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +88,8 @@ pub enum OutputKind {
     File(FileSettings),
     /// `_bulk` into Elasticsearch or OpenSearch.
     Elasticsearch(elasticsearch::ElasticsearchSettings),
+    /// OTLP logs and metrics.
+    Otlp(otlp::OtlpSettings),
 }
 
 impl OutputKind {
@@ -96,6 +99,7 @@ impl OutputKind {
             OutputKind::Console => "console",
             OutputKind::File(_) => "file",
             OutputKind::Elasticsearch(_) => "elasticsearch",
+            OutputKind::Otlp(_) => "otlp",
         }
     }
 }
@@ -287,6 +291,11 @@ fn parse_output(
             .chain(elasticsearch::settings::KEYS.iter())
             .copied()
             .collect(),
+        "otlp" => COMMON_KEYS
+            .iter()
+            .chain(otlp::settings::KEYS.iter())
+            .copied()
+            .collect(),
         _ => COMMON_KEYS.to_vec(),
     };
     for key in keys.keys() {
@@ -308,6 +317,7 @@ fn parse_output(
         "elasticsearch" => {
             OutputKind::Elasticsearch(elasticsearch::settings::parse(&base, &keys, errors))
         }
+        "otlp" => OutputKind::Otlp(otlp::settings::parse(&base, &keys, errors)),
         _ => OutputKind::Console,
     };
     if errors.len() > before {
@@ -609,6 +619,10 @@ impl Outputs {
         settings: Vec<OutputSettings>,
         metrics: OutputMetrics,
     ) -> std::io::Result<Outputs> {
+        let runtime = || {
+            tokio::runtime::Handle::try_current()
+                .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))
+        };
         let mut sinks: Vec<(String, usize, Box<dyn Sink>)> = Vec::with_capacity(settings.len());
         for s in settings {
             let sink: Box<dyn Sink> = match &s.kind {
@@ -616,17 +630,14 @@ impl Outputs {
                 OutputKind::File(f) => Box::new(file::FileSink::open(f.clone()).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name))
                 })?),
-                OutputKind::Elasticsearch(es) => {
-                    let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
-                        std::io::Error::other(format!("outputs need a tokio runtime: {e}"))
-                    })?;
-                    Box::new(
-                        elasticsearch::ElasticsearchSink::new(&s.name, es.clone(), runtime)
-                            .map_err(|e| {
-                                std::io::Error::other(format!("output `{}`: {e}", s.name))
-                            })?,
-                    )
-                }
+                OutputKind::Elasticsearch(es) => Box::new(
+                    elasticsearch::ElasticsearchSink::new(&s.name, es.clone(), runtime()?)
+                        .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
+                ),
+                OutputKind::Otlp(o) => Box::new(
+                    otlp::OtlpSink::new(&s.name, o.clone(), runtime()?)
+                        .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
+                ),
             };
             sinks.push((s.name, s.queue_events, sink));
         }

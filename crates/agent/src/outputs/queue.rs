@@ -31,6 +31,9 @@ pub(super) struct Batch {
     pub(super) dropped: usize,
     /// Settled lines the server already held (same `_id`): delivered.
     pub(super) duplicates: usize,
+    /// How long the server asked to wait before the next attempt
+    /// (`Retry-After`); the writer waits at least its own backoff.
+    pub(super) retry_after: Option<Duration>,
 }
 
 impl Batch {
@@ -42,7 +45,31 @@ impl Batch {
     pub(super) fn remaining(&self) -> usize {
         self.lines.len() - self.done
     }
+
+    /// Moves the pending lines whose flag in `settled` is true (one flag
+    /// per pending line, in order) in front of the others and counts them
+    /// as done: for servers that judge each document of a request.
+    pub(super) fn settle(&mut self, settled: &[bool]) {
+        let pending = self.lines.split_off(self.done);
+        let (mut done, mut left) = (Vec::new(), Vec::new());
+        for (line, &ok) in pending
+            .into_iter()
+            .zip(settled.iter().chain(std::iter::repeat(&false)))
+        {
+            if ok {
+                done.push(line);
+            } else {
+                left.push(line);
+            }
+        }
+        self.done += done.len();
+        self.lines.extend(done);
+        self.lines.extend(left);
+    }
 }
+
+/// The longest `Retry-After` honoured; a longer one is cut to this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Where an output's lines go. Its methods block; the writer calls them on
 /// tokio's blocking threads.
@@ -159,16 +186,20 @@ pub(super) async fn run_writer(
                         target = %target,
                         error = %e,
                         pending = batch.remaining(),
-                        retry_in_ms = backoff.as_millis() as u64,
+                        retry_in_ms = batch.retry_after.map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff)).as_millis() as u64,
                         "output write failed; retrying",
                     );
                     metrics.health.failed(e.to_string());
                     metrics.errors.inc();
                     metrics.failed.inc_by(batch.remaining() as u64);
+                    let wait = batch
+                        .retry_after
+                        .take()
+                        .map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff));
                     tokio::select! {
                         biased;
                         _ = control.abort.cancelled() => return batch.remaining() + rx.len(),
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
                     backoff = (backoff * 2).min(backoff_max);
                 }
@@ -283,6 +314,26 @@ mod tests {
     /// Polls `fut` exactly once.
     async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
         std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+    }
+
+    #[test]
+    fn settled_lines_move_in_front_of_those_left_to_retry() {
+        let mut batch = Batch {
+            lines: vec![line(0), line(1), line(2), line(3), line(4)],
+            done: 1,
+            ..Batch::default()
+        };
+        batch.settle(&[false, true, false, true]);
+        assert_eq!(batch.done, 3);
+        assert_eq!(
+            batch.lines,
+            [line(0), line(2), line(4), line(1), line(3)],
+            "settled before, settled now, then the rest in order"
+        );
+        // Flags missing at the end count as not settled.
+        batch.settle(&[true]);
+        assert_eq!(batch.done, 4);
+        assert_eq!(batch.pending(), [line(3)]);
     }
 
     #[tokio::test]

@@ -118,32 +118,29 @@ impl ElasticsearchSink {
 
 impl Sink for ElasticsearchSink {
     fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
-        let pending = batch.pending().to_vec();
-        let (outcomes, request_error) = self.runtime.block_on(self.send(&pending));
+        let (outcomes, request_error) = self.runtime.block_on(self.send(batch.pending()));
 
-        // Settled lines move to the front, behind those settled before.
-        let mut settled = Vec::with_capacity(pending.len());
-        let mut retry = Vec::new();
+        let mut settled = Vec::with_capacity(outcomes.len());
         let mut dropped: Vec<(u16, String)> = Vec::new();
         let mut item_retry: Option<(u16, String)> = None;
-        for (line, outcome) in pending.into_iter().zip(outcomes) {
-            match outcome {
-                Some(Outcome::Written) => settled.push(line),
+        for outcome in outcomes {
+            settled.push(match outcome {
+                Some(Outcome::Written) => true,
                 Some(Outcome::Duplicate) => {
                     batch.duplicates += 1;
-                    settled.push(line);
+                    true
                 }
                 Some(Outcome::Dropped { status, reason }) => {
                     batch.dropped += 1;
                     dropped.push((status, reason));
-                    settled.push(line);
+                    true
                 }
                 Some(Outcome::Retry { status, reason }) => {
                     item_retry.get_or_insert((status, reason));
-                    retry.push(line);
+                    false
                 }
-                None => retry.push(line),
-            }
+                None => false,
+            });
         }
         if let Some((status, reason)) = dropped.first() {
             tracing::warn!(
@@ -154,11 +151,8 @@ impl Sink for ElasticsearchSink {
                 "documents refused for good by the server were dropped (counted in leasehold_output_events_dropped_total)",
             );
         }
-        batch.lines.truncate(batch.done);
-        batch.done += settled.len();
-        batch.lines.extend(settled);
-        let left = retry.len();
-        batch.lines.extend(retry);
+        batch.settle(&settled);
+        let left = batch.remaining();
         if left == 0 {
             return Ok(());
         }

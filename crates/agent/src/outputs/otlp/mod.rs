@@ -1,0 +1,148 @@
+//! The `otlp` output: events as OTLP logs and metrics, to an OpenTelemetry
+//! Collector or any OTLP receiver, over gRPC or HTTP.
+//!
+//! An export the receiver refuses for now (the OTLP retryable codes, or
+//! no answer) keeps the batch and is retried with backoff, honouring
+//! `Retry-After`; one refused for good (a malformed request) is dropped
+//! and counted, as are records the receiver reports rejected in a partial
+//! success. See `convert` for how events map to OTLP.
+
+mod convert;
+pub mod settings;
+mod transport;
+
+use std::io;
+use std::time::Duration;
+
+use super::queue::{Batch, Sink};
+pub use settings::OtlpSettings;
+use transport::{ExportError, Transport};
+
+/// The sink of one `otlp` output.
+pub(super) struct OtlpSink {
+    name: String,
+    endpoint: String,
+    transport: Transport,
+    runtime: tokio::runtime::Handle,
+    bulk_max_size: usize,
+    backoff: (Duration, Duration),
+}
+
+impl OtlpSink {
+    /// A sink for `settings`; errors name the setting that cannot be used.
+    pub(super) fn new(
+        name: &str,
+        settings: OtlpSettings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Self, String> {
+        let transport = {
+            let _guard = runtime.enter();
+            Transport::new(&settings)?
+        };
+        Ok(OtlpSink {
+            name: name.to_string(),
+            endpoint: settings.endpoint.clone(),
+            transport,
+            runtime,
+            bulk_max_size: settings.bulk_max_size.max(1),
+            backoff: (settings.backoff_init, settings.backoff_max),
+        })
+    }
+}
+
+/// What became of one export request.
+enum Sent {
+    /// Accepted; the receiver rejected this many of its items.
+    Accepted(u64),
+    /// Failed as a whole.
+    Failed(ExportError),
+}
+
+impl Sink for OtlpSink {
+    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+        let now_ns = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
+        let lines: Vec<&[u8]> = batch.pending().iter().map(Vec::as_slice).collect();
+        let c = convert::convert(&lines, now_ns);
+        let n = lines.len();
+        let transport = &mut self.transport;
+        let (logs, metrics) = self.runtime.block_on(async {
+            let logs = if c.log_lines.is_empty() {
+                None
+            } else {
+                Some(match transport.logs(c.logs).await {
+                    Ok(rejected) => Sent::Accepted(rejected),
+                    Err(e) => Sent::Failed(e),
+                })
+            };
+            let metrics = if c.metric_lines.is_empty() {
+                None
+            } else {
+                Some(match transport.metrics(c.metrics).await {
+                    Ok(rejected) => Sent::Accepted(rejected),
+                    Err(e) => Sent::Failed(e),
+                })
+            };
+            (logs, metrics)
+        });
+
+        let mut settled = vec![false; n];
+        let mut error: Option<ExportError> = None;
+        for (sent, indexes, what) in [
+            (logs, &c.log_lines, "log records"),
+            (metrics, &c.metric_lines, "metric documents"),
+        ] {
+            match sent {
+                None => {}
+                Some(Sent::Accepted(rejected)) => {
+                    for &i in indexes {
+                        settled[i] = true;
+                    }
+                    if rejected > 0 {
+                        // Which items were rejected is not said: count them.
+                        let rejected = (rejected as usize).min(indexes.len());
+                        batch.dropped += rejected;
+                        tracing::warn!(output = %self.name, rejected, "the receiver rejected some {what} (partial success); they are dropped and counted");
+                    }
+                }
+                Some(Sent::Failed(e)) if !e.retryable => {
+                    for &i in indexes {
+                        settled[i] = true;
+                    }
+                    batch.dropped += indexes.len();
+                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %e.message, "the receiver refused {what} for good; they are dropped and counted");
+                }
+                Some(Sent::Failed(e)) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        batch.settle(&settled);
+        match error {
+            None => Ok(()),
+            Some(e) => {
+                batch.retry_after = e.retry_after;
+                Err(io::Error::other(format!(
+                    "{} events not exported: {}",
+                    batch.remaining(),
+                    e.message
+                )))
+            }
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn target(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.bulk_max_size
+    }
+
+    fn backoff(&self) -> (Duration, Duration) {
+        self.backoff
+    }
+}

@@ -1,0 +1,225 @@
+//! The `otlp` output's settings, named as the OpenTelemetry Collector's
+//! OTLP exporters name them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use leasehold_policy::Value;
+
+use super::super::{SettingError, describe, given, int_in};
+use crate::runtime::config::parse_duration;
+use crate::tls::Verification;
+
+/// Keys an `otlp` output accepts (after `tls`/`backoff` maps are
+/// flattened to dotted keys).
+pub const KEYS: [&str; 10] = [
+    "endpoint",
+    "protocol",
+    "headers",
+    "compression",
+    "timeout",
+    "tls.ca_file",
+    "tls.insecure_skip_verify",
+    "bulk_max_size",
+    "backoff.init",
+    "backoff.max",
+];
+
+/// Default per-request `timeout` (the Collector's).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default events per export request.
+pub const DEFAULT_BULK_MAX_SIZE: usize = 1600;
+/// Default first wait after a failed export (the Collector's
+/// `retry_on_failure.initial_interval`).
+pub const DEFAULT_BACKOFF_INIT: Duration = Duration::from_secs(5);
+/// Default longest wait (the Collector's `retry_on_failure.max_interval`).
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How requests travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// OTLP/gRPC (`protocol: grpc`, the default; port 4317).
+    #[default]
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (`protocol: http/protobuf`; port
+    /// 4318), posted to `ENDPOINT/v1/logs` and `ENDPOINT/v1/metrics`.
+    HttpProtobuf,
+}
+
+/// Settings of an `otlp` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpSettings {
+    /// `http://host:port` or `https://host:port` (plus a path prefix for
+    /// OTLP/HTTP).
+    pub endpoint: String,
+    /// gRPC or HTTP.
+    pub protocol: Protocol,
+    /// Extra request headers (gRPC metadata).
+    pub headers: Vec<(String, String)>,
+    /// gzip request bodies (`compression: gzip`, the default; or `none`).
+    pub gzip: bool,
+    /// Bound of one export request.
+    pub timeout: Duration,
+    /// `tls.ca_file`: a PEM file trusted besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// `tls.insecure_skip_verify: true` turns verification off.
+    pub verification: Verification,
+    /// Most events in one export request.
+    pub bulk_max_size: usize,
+    /// First wait after a failed export.
+    pub backoff_init: Duration,
+    /// Longest wait between retries.
+    pub backoff_max: Duration,
+}
+
+/// Reads the settings of the output at `base` (e.g. `outputs.otel`).
+pub fn parse(
+    base: &str,
+    keys: &BTreeMap<String, Value>,
+    errors: &mut Vec<SettingError>,
+) -> OtlpSettings {
+    let get = |key: &str| given(keys, key);
+    let path_of = |key: &str| format!("{base}.{key}");
+    let mut s = OtlpSettings {
+        endpoint: String::new(),
+        protocol: Protocol::Grpc,
+        headers: Vec::new(),
+        gzip: true,
+        timeout: DEFAULT_TIMEOUT,
+        ca_file: None,
+        verification: Verification::Full,
+        bulk_max_size: DEFAULT_BULK_MAX_SIZE,
+        backoff_init: DEFAULT_BACKOFF_INIT,
+        backoff_max: DEFAULT_BACKOFF_MAX,
+    };
+    match get("protocol") {
+        None => {}
+        Some(Value::Str(p)) if p == "grpc" => s.protocol = Protocol::Grpc,
+        Some(Value::Str(p)) if p == "http/protobuf" || p == "http" => {
+            s.protocol = Protocol::HttpProtobuf
+        }
+        Some(other) => errors.push(SettingError::new(
+            path_of("protocol"),
+            format!("must be grpc or http/protobuf, found {}", describe(other)),
+        )),
+    }
+    match get("endpoint") {
+        None => errors.push(SettingError::new(
+            path_of("endpoint"),
+            "required: the receiver's URL, e.g. http://otel-collector:4317 for gRPC or http://otel-collector:4318 for protocol: http/protobuf",
+        )),
+        Some(Value::Str(e)) => {
+            let e = e.trim().trim_end_matches('/');
+            let scheme_ok = e.starts_with("http://") || e.starts_with("https://");
+            match e.parse::<hyper::Uri>() {
+                Ok(uri) if scheme_ok && uri.host().is_some() => s.endpoint = e.to_string(),
+                _ => errors.push(SettingError::new(
+                    path_of("endpoint"),
+                    format!(
+                        "{e:?} is not an http:// or https:// URL with a host, e.g. http://otel-collector:4317"
+                    ),
+                )),
+            }
+        }
+        Some(other) => errors.push(SettingError::new(
+            path_of("endpoint"),
+            format!("must be a URL string, found {}", describe(other)),
+        )),
+    }
+    match get("headers") {
+        None => {}
+        Some(Value::Map(m)) => {
+            for (k, v) in m.iter() {
+                let value = match v {
+                    Value::Str(t) => t.clone(),
+                    Value::Int(_) | Value::Float(_) | Value::Bool(_) => describe(v),
+                    other => {
+                        errors.push(SettingError::new(
+                            format!("{base}.headers.{k}"),
+                            format!("must be a string, found {}", describe(other)),
+                        ));
+                        continue;
+                    }
+                };
+                let lower = k.to_ascii_lowercase();
+                if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(
+                    lower.as_bytes(),
+                )
+                .is_err()
+                    || hyper::header::HeaderValue::from_str(&value).is_err()
+                {
+                    errors.push(SettingError::new(
+                        format!("{base}.headers.{k}"),
+                        "not a valid header name and value",
+                    ));
+                    continue;
+                }
+                s.headers.push((lower, value));
+            }
+        }
+        Some(other) => errors.push(SettingError::new(
+            path_of("headers"),
+            format!(
+                "must be a map of header names to values, found {}",
+                describe(other)
+            ),
+        )),
+    }
+    match get("compression") {
+        None => {}
+        Some(Value::Str(c)) if c == "gzip" => s.gzip = true,
+        Some(Value::Str(c)) if c == "none" || c.is_empty() => s.gzip = false,
+        Some(other) => errors.push(SettingError::new(
+            path_of("compression"),
+            format!("must be gzip or none, found {}", describe(other)),
+        )),
+    }
+    match get("tls.ca_file") {
+        None => {}
+        Some(Value::Str(p)) => s.ca_file = Some(PathBuf::from(p)),
+        Some(other) => errors.push(SettingError::new(
+            path_of("tls.ca_file"),
+            format!("must be a PEM file path, found {}", describe(other)),
+        )),
+    }
+    match get("tls.insecure_skip_verify") {
+        None | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => s.verification = Verification::None,
+        Some(other) => errors.push(SettingError::new(
+            path_of("tls.insecure_skip_verify"),
+            format!("must be true or false, found {}", describe(other)),
+        )),
+    }
+    if let Some(v) = get("bulk_max_size")
+        && let Some(n) = int_in(&path_of("bulk_max_size"), v, 1, 100_000, errors)
+    {
+        s.bulk_max_size = n as usize;
+    }
+    for (key, slot, default) in [
+        ("timeout", &mut s.timeout, DEFAULT_TIMEOUT),
+        ("backoff.init", &mut s.backoff_init, DEFAULT_BACKOFF_INIT),
+        ("backoff.max", &mut s.backoff_max, DEFAULT_BACKOFF_MAX),
+    ] {
+        *slot = match get(key) {
+            None => default,
+            Some(v) => parse_duration(v).unwrap_or_else(|why| {
+                errors.push(SettingError::new(
+                    path_of(key),
+                    format!("{why}; write a duration such as 10s or 500ms"),
+                ));
+                default
+            }),
+        };
+    }
+    if s.backoff_init > s.backoff_max {
+        errors.push(SettingError::new(
+            path_of("backoff.init"),
+            format!(
+                "{:?} is longer than backoff.max ({:?}); the first wait cannot exceed the longest",
+                s.backoff_init, s.backoff_max
+            ),
+        ));
+    }
+    s
+}

@@ -1,0 +1,304 @@
+//! Export requests over OTLP/gRPC (tonic) or OTLP/HTTP (protobuf bodies),
+//! with the retry rules of the OTLP specification: which answers may be
+//! retried, and `Retry-After`.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use prost::Message;
+use tonic::codec::CompressionEncoding;
+use tonic::transport::{Channel, Endpoint};
+
+use super::settings::{OtlpSettings, Protocol};
+
+/// Largest answer read.
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// An export that failed as a whole.
+#[derive(Debug)]
+pub struct ExportError {
+    /// Whether sending the same data again may succeed.
+    pub retryable: bool,
+    /// The server's `Retry-After`, when it gave one.
+    pub retry_after: Option<Duration>,
+    /// What happened.
+    pub message: String,
+}
+
+/// How one output sends.
+pub enum Transport {
+    /// OTLP/gRPC.
+    Grpc {
+        logs: LogsServiceClient<Channel>,
+        metrics: MetricsServiceClient<Channel>,
+        headers: Vec<(String, String)>,
+        timeout: Duration,
+    },
+    /// OTLP/HTTP.
+    Http {
+        client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+        logs_url: String,
+        metrics_url: String,
+        headers: Vec<(String, String)>,
+        gzip: bool,
+        timeout: Duration,
+    },
+}
+
+impl Transport {
+    /// A transport for `settings`; connections are made on first use.
+    /// Must be called within a tokio runtime.
+    pub fn new(s: &OtlpSettings) -> Result<Transport, String> {
+        let cas: Vec<_> = s.ca_file.iter().cloned().collect();
+        let tls = crate::tls::client_config(&cas, s.verification)
+            .map_err(|e| e.replace("ssl.certificate_authorities", "tls.ca_file"))?;
+        match s.protocol {
+            Protocol::Grpc => {
+                let mut tls = tls;
+                tls.alpn_protocols = vec![b"h2".to_vec()];
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(tls)
+                    .https_or_http()
+                    .enable_http2()
+                    .build();
+                let endpoint = Endpoint::from_shared(s.endpoint.clone())
+                    .map_err(|e| format!("endpoint {}: {e}", s.endpoint))?
+                    .timeout(s.timeout)
+                    .connect_timeout(s.timeout);
+                let channel = endpoint.connect_with_connector_lazy(https);
+                let mut logs = LogsServiceClient::new(channel.clone());
+                let mut metrics = MetricsServiceClient::new(channel);
+                if s.gzip {
+                    logs = logs.send_compressed(CompressionEncoding::Gzip);
+                    metrics = metrics.send_compressed(CompressionEncoding::Gzip);
+                }
+                logs = logs.accept_compressed(CompressionEncoding::Gzip);
+                metrics = metrics.accept_compressed(CompressionEncoding::Gzip);
+                Ok(Transport::Grpc {
+                    logs,
+                    metrics,
+                    headers: s.headers.clone(),
+                    timeout: s.timeout,
+                })
+            }
+            Protocol::HttpProtobuf => {
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(tls)
+                    .https_or_http()
+                    .enable_http1()
+                    .build();
+                Ok(Transport::Http {
+                    client: HttpClient::builder(TokioExecutor::new()).build(https),
+                    logs_url: format!("{}/v1/logs", s.endpoint),
+                    metrics_url: format!("{}/v1/metrics", s.endpoint),
+                    headers: s.headers.clone(),
+                    gzip: s.gzip,
+                    timeout: s.timeout,
+                })
+            }
+        }
+    }
+
+    /// Exports log records; returns how many the receiver rejected
+    /// (partial success).
+    pub async fn logs(&mut self, req: ExportLogsServiceRequest) -> Result<u64, ExportError> {
+        match self {
+            Transport::Grpc {
+                logs,
+                headers,
+                timeout,
+                ..
+            } => {
+                let r = logs.export(grpc_request(req, headers, *timeout)).await;
+                let answer = r.map_err(grpc_error)?.into_inner();
+                Ok(answer
+                    .partial_success
+                    .map_or(0, |p| p.rejected_log_records.max(0) as u64))
+            }
+            Transport::Http {
+                client,
+                logs_url,
+                headers,
+                gzip,
+                timeout,
+                ..
+            } => {
+                let body = post(
+                    client,
+                    logs_url,
+                    req.encode_to_vec(),
+                    headers,
+                    *gzip,
+                    *timeout,
+                )
+                .await?;
+                let answer = ExportLogsServiceResponse::decode(body).unwrap_or_default();
+                Ok(answer
+                    .partial_success
+                    .map_or(0, |p| p.rejected_log_records.max(0) as u64))
+            }
+        }
+    }
+
+    /// Exports data points; returns how many the receiver rejected.
+    pub async fn metrics(&mut self, req: ExportMetricsServiceRequest) -> Result<u64, ExportError> {
+        match self {
+            Transport::Grpc {
+                metrics,
+                headers,
+                timeout,
+                ..
+            } => {
+                let r = metrics.export(grpc_request(req, headers, *timeout)).await;
+                let answer = r.map_err(grpc_error)?.into_inner();
+                Ok(answer
+                    .partial_success
+                    .map_or(0, |p| p.rejected_data_points.max(0) as u64))
+            }
+            Transport::Http {
+                client,
+                metrics_url,
+                headers,
+                gzip,
+                timeout,
+                ..
+            } => {
+                let body = post(
+                    client,
+                    metrics_url,
+                    req.encode_to_vec(),
+                    headers,
+                    *gzip,
+                    *timeout,
+                )
+                .await?;
+                let answer = ExportMetricsServiceResponse::decode(body).unwrap_or_default();
+                Ok(answer
+                    .partial_success
+                    .map_or(0, |p| p.rejected_data_points.max(0) as u64))
+            }
+        }
+    }
+}
+
+fn grpc_request<T>(msg: T, headers: &[(String, String)], timeout: Duration) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.set_timeout(timeout);
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (
+            tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),
+            v.parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>(),
+        ) {
+            req.metadata_mut().insert(k, v);
+        }
+    }
+    req
+}
+
+/// The codes the OTLP specification lets a client retry.
+fn grpc_error(status: tonic::Status) -> ExportError {
+    use tonic::Code;
+    let retryable = matches!(
+        status.code(),
+        Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::OutOfRange
+            | Code::Unavailable
+            | Code::DataLoss
+    );
+    ExportError {
+        retryable,
+        retry_after: None,
+        message: format!("gRPC {:?}: {}", status.code(), status.message()),
+    }
+}
+
+async fn post(
+    client: &HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    url: &str,
+    body: Vec<u8>,
+    headers: &[(String, String)],
+    gzip: bool,
+    timeout: Duration,
+) -> Result<Bytes, ExportError> {
+    let failed = |message: String| ExportError {
+        retryable: true,
+        retry_after: None,
+        message,
+    };
+    let mut req = hyper::Request::post(url)
+        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("leasehold/", env!("CARGO_PKG_VERSION")),
+        );
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let body = if gzip {
+        req = req.header(hyper::header::CONTENT_ENCODING, "gzip");
+        let mut gz = flate2::write::GzEncoder::new(
+            Vec::with_capacity(body.len() / 4),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(&body)
+            .and_then(|()| gz.finish())
+            .map_err(|e| failed(format!("gzip: {e}")))?
+    } else {
+        body
+    };
+    let req = req
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| failed(format!("{url}: {e}")))?;
+    let work = async {
+        let resp = client
+            .request(req)
+            .await
+            .map_err(|e| failed(format!("{url}: {e}")))?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let answer = Limited::new(resp.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| failed(format!("{url}: reading the answer: {e}")))?
+            .to_bytes();
+        if status.is_success() {
+            return Ok(answer);
+        }
+        // OTLP/HTTP: 429, 502, 503 and 504 may be retried; other errors
+        // will fail again with the same data.
+        let retryable = matches!(status.as_u16(), 429 | 502 | 503 | 504);
+        let text = String::from_utf8_lossy(&answer[..answer.len().min(200)])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        Err(ExportError {
+            retryable,
+            retry_after,
+            message: format!("{url}: HTTP {status}: {text}"),
+        })
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| failed(format!("{url}: no answer within {timeout:?}")))?
+}

@@ -37,6 +37,15 @@ pub struct RunArgs {
     /// in-cluster, ~/.kube/config].
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Where the agent keeps state across restarts (disk queues of outputs
+    /// with `queue.disk` and no `queue.disk.path`).
+    #[arg(
+        long = "path.data",
+        value_name = "DIR",
+        env = "LEASEHOLD_PATH_DATA",
+        default_value = "/var/lib/leasehold"
+    )]
+    pub data_path: PathBuf,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -110,6 +119,7 @@ pub fn run(args: &RunArgs) -> i32 {
         policy_path: args.config.clone(),
         http,
         kubeconfig: args.kubeconfig.clone(),
+        data_path: args.data_path.clone(),
     };
     let code = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -11,6 +11,7 @@
 //! in a directory, rotated by size like Beats' file output).
 
 mod console;
+pub mod disk;
 pub mod elasticsearch;
 mod file;
 mod health;
@@ -57,7 +58,16 @@ pub const NUMBER_OF_FILES_RANGE: std::ops::RangeInclusive<usize> = 2..=1024;
 pub const DEFAULT_PERMISSIONS: u32 = 0o600;
 
 const QUEUE_EVENTS_KEY: &str = "queue.mem.events";
-const COMMON_KEYS: [&str; 2] = ["type", QUEUE_EVENTS_KEY];
+const DISK_KEY: &str = "queue.disk";
+const DISK_PATH_KEY: &str = "queue.disk.path";
+const DISK_MAX_SIZE_KEY: &str = "queue.disk.max_size";
+const COMMON_KEYS: [&str; 5] = [
+    "type",
+    QUEUE_EVENTS_KEY,
+    DISK_KEY,
+    DISK_PATH_KEY,
+    DISK_MAX_SIZE_KEY,
+];
 const FILE_KEYS: [&str; 5] = [
     "path",
     "filename",
@@ -66,7 +76,7 @@ const FILE_KEYS: [&str; 5] = [
     "permissions",
 ];
 /// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
-const CONTAINER_KEYS: [&str; 5] = ["queue", "queue.mem", "ssl", "backoff", "tls"];
+const CONTAINER_KEYS: [&str; 6] = ["queue", "queue.mem", "queue.disk", "ssl", "backoff", "tls"];
 
 /// One configured output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,8 +85,22 @@ pub struct OutputSettings {
     pub name: String,
     /// Its type and type-specific settings.
     pub kind: OutputKind,
-    /// Capacity of its queue, in events (`queue.mem.events`).
+    /// Capacity of its queue, in events (`queue.mem.events`); with
+    /// `queue.disk`, of the hand-over between the disk and the writer.
     pub queue_events: usize,
+    /// `queue.disk`: keep the queue in files instead of memory.
+    pub disk: Option<DiskSettings>,
+}
+
+/// `queue.disk` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSettings {
+    /// `queue.disk.path`; when unset the runtime puts it under the data
+    /// path (`PATH_DATA/queue/OUTPUT`).
+    pub path: Option<PathBuf>,
+    /// `queue.disk.max_size`: bytes of queued events at most; sends wait
+    /// beyond it.
+    pub max_size: u64,
 }
 
 /// The type of an output.
@@ -278,6 +302,8 @@ fn parse_output(
         .map_or(DEFAULT_QUEUE_EVENTS, |n| n as usize),
     };
 
+    let disk = parse_disk(&base, &keys, errors);
+
     // The keys of an unknown type cannot be judged: only its `type` is named.
     let kind_name = kind_name?;
     let known: Vec<&str> = match kind_name {
@@ -327,6 +353,7 @@ fn parse_output(
         name: name.to_string(),
         kind,
         queue_events,
+        disk,
     })
 }
 
@@ -348,7 +375,12 @@ fn flatten(
         };
         if CONTAINER_KEYS.contains(&key.as_str()) {
             match v {
-                Value::Map(inner) => flatten(base, &key, inner, keys, errors),
+                Value::Map(inner) => {
+                    if key == DISK_KEY {
+                        keys.insert(key.clone(), Value::Bool(true));
+                    }
+                    flatten(base, &key, inner, keys, errors)
+                }
                 Value::Null => {}
                 other => {
                     let holding = match key.as_str() {
@@ -376,6 +408,81 @@ fn flatten(
             continue;
         }
         keys.insert(key, v.clone());
+    }
+}
+
+/// `queue.disk.*`, or `None` when the queue stays in memory.
+fn parse_disk(
+    base: &str,
+    keys: &BTreeMap<String, Value>,
+    errors: &mut Vec<SettingError>,
+) -> Option<DiskSettings> {
+    let given_disk = [DISK_KEY, DISK_PATH_KEY, DISK_MAX_SIZE_KEY]
+        .iter()
+        .any(|k| given(keys, k).is_some());
+    if !given_disk {
+        return None;
+    }
+    if given(keys, QUEUE_EVENTS_KEY).is_some() {
+        errors.push(SettingError::new(
+            format!("{base}.{DISK_KEY}"),
+            format!("given together with `{QUEUE_EVENTS_KEY}`; an output has one queue: keep one"),
+        ));
+    }
+    let mut d = DiskSettings {
+        path: None,
+        max_size: disk::DEFAULT_MAX_SIZE,
+    };
+    match given(keys, DISK_PATH_KEY) {
+        None => {}
+        Some(Value::Str(p)) if !p.is_empty() => d.path = Some(PathBuf::from(p)),
+        Some(other) => errors.push(SettingError::new(
+            format!("{base}.{DISK_PATH_KEY}"),
+            format!("must be a directory path, found {}", describe(other)),
+        )),
+    }
+    match given(keys, DISK_MAX_SIZE_KEY) {
+        None => {}
+        Some(v) => match parse_size(v) {
+            Some(n) if n >= 1024 * 1024 => d.max_size = n,
+            _ => errors.push(SettingError::new(
+                format!("{base}.{DISK_MAX_SIZE_KEY}"),
+                format!(
+                    "must be a size of at least 1MiB, in bytes or with a unit (512MiB, 10GB), found {}",
+                    describe(v)
+                ),
+            )),
+        },
+    }
+    Some(d)
+}
+
+/// A byte size: an integer, or a number with a unit (`KB`, `MiB`, `GB`…).
+fn parse_size(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::Str(s) => {
+            let s = s.trim();
+            let split = s
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(s.len());
+            let number: f64 = s[..split].parse().ok()?;
+            let scale: f64 = match s[split..].trim().to_ascii_lowercase().as_str() {
+                "" | "b" => 1.0,
+                "kb" => 1e3,
+                "mb" => 1e6,
+                "gb" => 1e9,
+                "tb" => 1e12,
+                "kib" => 1024.0,
+                "mib" => 1024.0 * 1024.0,
+                "gib" => 1024.0 * 1024.0 * 1024.0,
+                "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+                _ => return None,
+            };
+            let bytes = number * scale;
+            (0.0..1.8e19).contains(&bytes).then_some(bytes as u64)
+        }
+        _ => None,
     }
 }
 
@@ -527,7 +634,7 @@ impl std::error::Error for Closed {}
 #[derive(Clone)]
 pub struct EventSender {
     name: Arc<str>,
-    tx: mpsc::Sender<Event>,
+    queue: Queue,
     handles: Arc<OutputHandles>,
     /// Set by [`EventSender::for_input`]: the per-input counter, found once.
     received: Option<prometheus_client::metrics::counter::Counter>,
@@ -549,16 +656,16 @@ impl EventSender {
     pub async fn send(&self, ev: Event) -> Result<(), Closed> {
         match &self.received {
             Some(counter) => {
-                self.tx.send(ev).await.map_err(|_| Closed)?;
+                self.queue.push(&self.name, ev).await?;
                 counter.inc();
             }
             None => {
                 let input = Arc::clone(&ev.input_id);
-                self.tx.send(ev).await.map_err(|_| Closed)?;
+                self.queue.push(&self.name, ev).await?;
                 self.handles.received(&input);
             }
         }
-        self.handles.set_depth(queue_depth(&self.tx));
+        self.handles.set_depth(self.queue.depth());
         Ok(())
     }
 
@@ -578,18 +685,67 @@ impl EventSender {
 
     /// Events queued now.
     pub fn depth(&self) -> usize {
-        queue_depth(&self.tx)
+        self.queue.depth()
     }
 
     /// True once the output no longer accepts events.
     pub fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.queue.is_closed()
+    }
+}
+
+/// Where an output's events wait.
+#[derive(Clone)]
+enum Queue {
+    Memory(mpsc::Sender<Event>),
+    Disk(Arc<disk::DiskQueue>),
+}
+
+impl Queue {
+    fn depth(&self) -> usize {
+        match self {
+            Queue::Memory(tx) => queue_depth(tx),
+            Queue::Disk(d) => d.depth(),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Queue::Memory(tx) => tx.is_closed(),
+            Queue::Disk(d) => d.is_closed(),
+        }
+    }
+
+    async fn push(&self, output: &str, ev: Event) -> Result<(), Closed> {
+        match self {
+            Queue::Memory(tx) => tx.send(ev).await.map_err(|_| Closed),
+            Queue::Disk(d) => {
+                let mut warned = false;
+                loop {
+                    match d.append(ev.ndjson()).await {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Err(Closed),
+                        Err(e) => {
+                            // A full or failing disk: wait, never drop.
+                            if !warned {
+                                tracing::error!(output, error = %e, "cannot write to the disk queue; the input waits and retries");
+                                warned = true;
+                            }
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
 fn queue_depth<T>(tx: &mpsc::Sender<T>) -> usize {
     tx.max_capacity() - tx.capacity()
 }
+
+/// An output about to start: name, queue capacity, sink, disk queue.
+type Planned = (String, usize, Box<dyn Sink>, Option<Arc<disk::DiskQueue>>);
 
 struct Running {
     sender: EventSender,
@@ -623,7 +779,7 @@ impl Outputs {
             tokio::runtime::Handle::try_current()
                 .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))
         };
-        let mut sinks: Vec<(String, usize, Box<dyn Sink>)> = Vec::with_capacity(settings.len());
+        let mut planned = Vec::with_capacity(settings.len());
         for s in settings {
             let sink: Box<dyn Sink> = match &s.kind {
                 OutputKind::Console => Box::new(console::ConsoleSink::stdout()),
@@ -639,22 +795,54 @@ impl Outputs {
                         .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
                 ),
             };
-            sinks.push((s.name, s.queue_events, sink));
+            let disk = match &s.disk {
+                None => None,
+                Some(d) => {
+                    let path = d.path.as_ref().ok_or_else(|| {
+                        std::io::Error::other(format!(
+                            "output `{}`: queue.disk.path is not set and no data path was given",
+                            s.name
+                        ))
+                    })?;
+                    let q = disk::DiskQueue::open(path, d.max_size).map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("output `{}`: queue.disk: {e}", s.name),
+                        )
+                    })?;
+                    if q.depth() > 0 {
+                        tracing::info!(output = %s.name, events = q.depth(), path = %path.display(), "sending events left in the disk queue by an earlier run");
+                    }
+                    Some(Arc::new(q))
+                }
+            };
+            planned.push((s.name, s.queue_events, sink, disk));
         }
-        Self::launch(sinks, metrics)
+        Self::launch_queued(planned, metrics)
     }
 
-    /// Spawns a writer for each (name, queue capacity, sink).
+    /// Spawns a writer for each (name, queue capacity, sink), queues in
+    /// memory.
+    #[cfg(test)]
     fn launch(
         sinks: Vec<(String, usize, Box<dyn Sink>)>,
         metrics: OutputMetrics,
     ) -> std::io::Result<Outputs> {
+        Self::launch_queued(
+            sinks.into_iter().map(|(n, c, s)| (n, c, s, None)).collect(),
+            metrics,
+        )
+    }
+
+    /// Spawns a writer for each (name, capacity, sink, disk queue); an
+    /// output with a disk queue also gets a reader feeding its writer.
+    fn launch_queued(sinks: Vec<Planned>, metrics: OutputMetrics) -> std::io::Result<Outputs> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))?;
         let close = CancellationToken::new();
         let abort = CancellationToken::new();
         let mut running = Vec::with_capacity(sinks.len());
-        for (name, capacity, sink) in sinks {
+        for (name, capacity, sink, disk) in sinks {
             let (tx, rx) = mpsc::channel(capacity.max(1));
             let handles = Arc::new(metrics.handles(&name));
             let name: Arc<str> = name.into();
@@ -662,17 +850,33 @@ impl Outputs {
                 close: close.clone(),
                 abort: abort.clone(),
             };
+            let queue = match &disk {
+                None => Queue::Memory(tx),
+                Some(d) => {
+                    let max = sink.max_batch().max(1);
+                    runtime.spawn(queue::feed_from_disk(
+                        Arc::clone(&name),
+                        Arc::clone(d),
+                        tx,
+                        max,
+                    ));
+                    runtime.spawn(disk::sync_loop(Arc::clone(d)));
+                    handles.set_depth(d.depth());
+                    Queue::Disk(Arc::clone(d))
+                }
+            };
             let writer = runtime.spawn(queue::run_writer(
                 Arc::clone(&name),
                 rx,
                 sink,
                 control,
                 Arc::clone(&handles),
+                disk,
             ));
             running.push(Running {
                 sender: EventSender {
                     name,
-                    tx,
+                    queue,
                     handles,
                     received: None,
                 },
@@ -719,6 +923,11 @@ impl Outputs {
     /// unwritten: 0 unless the deadline passed first.
     pub async fn shutdown(self, deadline: tokio::time::Instant) -> Vec<(String, usize)> {
         self.close.cancel();
+        for r in &self.running {
+            if let Queue::Disk(d) = &r.sender.queue {
+                d.close();
+            }
+        }
         let mut left = Vec::with_capacity(self.running.len());
         for Running { sender, mut writer } in self.running {
             let result = match tokio::time::timeout_at(deadline, &mut writer).await {
@@ -763,6 +972,89 @@ mod tests {
             .into_iter()
             .map(|e| (e.path, e.message))
             .collect()
+    }
+
+    #[test]
+    fn elasticsearch_settings_take_elastic_agents_keys_and_defaults() {
+        let outs = parse(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['es-1:9200', 'https://es-2']\n    protocol: https\n    path: /prefix/\n    username: elastic\n    password: changeme\n    headers: {X-Tenant: blue}\n    ssl: {verification_mode: none}\n    compression_level: 0\n    bulk_max_size: 50\n    worker: 3\n    timeout: 5s\n    backoff: {init: 500ms, max: 20s}\n    queue.disk: {max_size: 64MiB, path: /var/q}\n",
+        )
+        .unwrap();
+        let OutputKind::Elasticsearch(es) = &outs[0].kind else {
+            panic!("not elasticsearch: {:?}", outs[0].kind)
+        };
+        assert_eq!(
+            es.hosts,
+            ["https://es-1:9200/prefix", "https://es-2:9200/prefix"]
+        );
+        assert_eq!(es.username.as_deref(), Some("elastic"));
+        assert_eq!(es.headers, [("X-Tenant".to_string(), "blue".to_string())]);
+        assert_eq!(es.verification, crate::tls::Verification::None);
+        assert_eq!(
+            (es.compression_level, es.bulk_max_size, es.worker),
+            (0, 50, 3)
+        );
+        assert_eq!(es.timeout, std::time::Duration::from_secs(5));
+        assert_eq!(es.backoff_init, std::time::Duration::from_millis(500));
+        assert_eq!(
+            outs[0].disk,
+            Some(DiskSettings {
+                path: Some(PathBuf::from("/var/q")),
+                max_size: 64 * 1024 * 1024
+            })
+        );
+        let defaults =
+            parse("outputs:\n  default:\n    type: elasticsearch\n    hosts: [localhost]\n")
+                .unwrap();
+        let OutputKind::Elasticsearch(es) = &defaults[0].kind else {
+            panic!()
+        };
+        assert_eq!(es.hosts, ["http://localhost:9200"]);
+        assert_eq!(
+            (es.bulk_max_size, es.compression_level, es.worker),
+            (1600, 1, 1)
+        );
+        assert_eq!(defaults[0].disk, None);
+    }
+
+    #[test]
+    fn elasticsearch_and_otlp_errors_name_the_key() {
+        let got = errors(
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['ftp://x']\n    api_key: a:b\n    username: u\n    backoff: {init: 2m, max: 1m}\n    queue: {disk: {max_size: 1KB}, mem: {events: 5}}\n  o:\n    type: otlp\n    protocol: udp\n    compression: zstd\n  o2:\n    type: otlp\n    endpoint: collector:4317\n",
+        );
+        let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+        for want in [
+            "outputs.es.hosts.0",
+            "outputs.es.api_key",
+            "outputs.es.backoff.init",
+            "outputs.es.queue.disk",
+            "outputs.es.queue.disk.max_size",
+            "outputs.o.protocol",
+            "outputs.o.endpoint",
+            "outputs.o.compression",
+            "outputs.o2.endpoint",
+        ] {
+            assert!(paths.contains(&want), "no error at {want}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn otlp_settings_read_the_collectors_keys() {
+        let outs = parse(
+            "outputs:\n  default:\n    type: otlp\n    endpoint: http://127.0.0.1:4318/\n    protocol: http/protobuf\n    headers: {Authorization: Bearer x}\n    compression: none\n    tls: {insecure_skip_verify: true}\n",
+        )
+        .unwrap();
+        let OutputKind::Otlp(o) = &outs[0].kind else {
+            panic!()
+        };
+        assert_eq!(o.endpoint, "http://127.0.0.1:4318");
+        assert_eq!(o.protocol, otlp::settings::Protocol::HttpProtobuf);
+        assert_eq!(
+            o.headers,
+            [("authorization".to_string(), "Bearer x".to_string())]
+        );
+        assert!(!o.gzip);
+        assert_eq!(o.verification, crate::tls::Verification::None);
     }
 
     fn file_of(o: &OutputSettings) -> &FileSettings {
@@ -954,9 +1246,11 @@ mod tests {
         );
         let msg = |p: &str| &got.iter().find(|(q, _)| q == p).unwrap().1;
         assert!(msg("outputs.f.compression").contains(
-            "known keys: filename, number_of_files, path, permissions, queue.mem.events, rotate_every_kb, type"
+            "known keys: filename, number_of_files, path, permissions, queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.events, rotate_every_kb, type"
         ));
-        assert!(msg("outputs.c.path").contains("known keys: queue.mem.events, type"));
+        assert!(msg("outputs.c.path").contains(
+            "known keys: queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.events, type"
+        ));
         assert!(msg("outputs.x.type").contains("`kafka`"));
         assert!(msg("outputs.x.type").contains("known types: console, elasticsearch, file"));
         assert!(msg("outputs.n.type").contains("required; one of: console, elasticsearch, file"));

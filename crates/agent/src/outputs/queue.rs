@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
 use crate::event::Event;
 
@@ -102,12 +103,18 @@ pub(super) struct Control {
 /// Runs one output's writer until its queue is closed and drained (then
 /// syncs and returns 0) or until aborted (then returns how many queued
 /// events were not written).
+///
+/// With a disk queue, `rx` is fed by [`feed_from_disk`]: each delivered
+/// batch is acknowledged to the disk queue, closing is left to the feeder
+/// (it ends once the queue is closed and read to its end), and what is
+/// left when aborted stays on disk for the next start.
 pub(super) async fn run_writer(
     name: Arc<str>,
     mut rx: mpsc::Receiver<Event>,
     sink: Box<dyn Sink>,
     control: Control,
     metrics: Arc<OutputHandles>,
+    disk: Option<Arc<DiskQueue>>,
 ) -> usize {
     let mut sink = Some(sink);
     let mut closed = false;
@@ -116,7 +123,9 @@ pub(super) async fn run_writer(
             biased;
             _ = control.close.cancelled(), if !closed => {
                 // Senders waiting for room now fail; what is queued stays.
-                rx.close();
+                if disk.is_none() {
+                    rx.close();
+                }
                 closed = true;
                 continue;
             }
@@ -135,7 +144,7 @@ pub(super) async fn run_writer(
                 Err(_) => break,
             }
         }
-        metrics.set_depth(rx.len());
+        metrics.set_depth(disk.as_ref().map_or(rx.len(), |d| d.depth()));
         metrics.batches.inc();
 
         let mut backoff = backoff_start;
@@ -177,6 +186,12 @@ pub(super) async fn run_writer(
             match result {
                 Ok(()) => {
                     metrics.health.succeeded();
+                    if let Some(d) = &disk {
+                        if let Err(e) = d.ack(batch.lines.len()) {
+                            tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
+                        }
+                        metrics.set_depth(d.depth());
+                    }
                     break;
                 }
                 Err(e) => {
@@ -223,6 +238,37 @@ pub(super) async fn run_writer(
         }
     }
     0
+}
+
+/// Hands the lines of a disk queue to its writer in order, until the
+/// queue is closed and read to its end or the writer is gone.
+pub(super) async fn feed_from_disk(
+    name: Arc<str>,
+    disk: Arc<DiskQueue>,
+    tx: mpsc::Sender<Event>,
+    max: usize,
+) {
+    let input: Arc<str> = Arc::from("queue.disk");
+    loop {
+        let lines = match disk.next_lines(max).await {
+            Ok(Some(lines)) => lines,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(output = %name, error = %e, "cannot read the disk queue; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for line in lines {
+            if tx
+                .send(Event::from_line(Arc::clone(&input), line))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -410,6 +456,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(settings.clone()),
                 queue_events: 10_000,
+                disk: None,
             }],
             metrics.clone(),
         )
@@ -443,6 +490,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(settings.clone()),
                 queue_events: 64,
+                disk: None,
             }],
             metrics.clone(),
         )
@@ -477,6 +525,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(plain.join("sub"))),
                 queue_events: 1,
+                disk: None,
             }],
             OutputMetrics::new(),
         )

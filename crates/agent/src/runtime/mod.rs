@@ -54,6 +54,25 @@ pub struct RunOptions {
     pub http: Option<std::net::SocketAddr>,
     /// `--kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// `--path.data`: where state is kept (disk queues by default).
+    pub data_path: PathBuf,
+}
+
+/// `outputs` with every disk queue that names no path placed under
+/// `data_path` (`DATA/queue/OUTPUT`).
+fn with_data_path(
+    outputs: &[outputs::OutputSettings],
+    data_path: &std::path::Path,
+) -> Vec<outputs::OutputSettings> {
+    let mut out = outputs.to_vec();
+    for o in &mut out {
+        if let Some(d) = &mut o.disk
+            && d.path.is_none()
+        {
+            d.path = Some(data_path.join("queue").join(&o.name));
+        }
+    }
+    out
 }
 
 /// A policy that passed every check, with what was derived from it.
@@ -193,8 +212,11 @@ impl Agent {
         let board = StatusBoard::new();
         board.set_identity(statics.fields.name.clone());
         board.policy_loaded(opts.policy_path.display().to_string());
-        let outputs = Outputs::start(loaded.outputs.clone(), output_metrics)
-            .map_err(|e| format!("cannot start outputs: {e}"))?;
+        let outputs = Outputs::start(
+            with_data_path(&loaded.outputs, &opts.data_path),
+            output_metrics,
+        )
+        .map_err(|e| format!("cannot start outputs: {e}"))?;
         let monitor = match opts.http.or(loaded.settings.monitoring) {
             None => None,
             Some(addr) => {

@@ -256,6 +256,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(dir.path())),
                 queue_events: 8,
+                disk: None,
             }],
             OutputMetrics::new(),
         )

@@ -12,59 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agents::access::create_ticks;
+use agents::access::{create_ticks, grant_events};
 use agents::cluster::Cluster;
 use agents::*;
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
 use leasehold_testkit::ControlPlane;
 use serde_json::Value;
-
-/// Lets agents 1..=3 read Events in `ns`.
-async fn grant_events(plane: &ControlPlane, ns: &str) -> Result<()> {
-    let admin = plane.admin_client().await?;
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("events-reader".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["events".into()]),
-            verbs: vec!["get".into(), "list".into(), "watch".into()],
-            ..Default::default()
-        }]),
-    };
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await?;
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("events-reader".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: "events-reader".into(),
-        },
-        subjects: Some(
-            (1..=3)
-                .map(|k| Subject {
-                    kind: "User".into(),
-                    name: ControlPlane::agent_user(k),
-                    ..Default::default()
-                })
-                .collect(),
-        ),
-    };
-    Api::<RoleBinding>::namespaced(admin, ns)
-        .create(&PostParams::default(), &binding)
-        .await?;
-    Ok(())
-}
 
 /// Every shipped Event document, by Event name: (agent, id) per copy.
 fn shipped(c: &Cluster<'_>) -> Result<BTreeMap<String, Vec<(String, String)>>> {

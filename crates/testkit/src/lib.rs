@@ -25,6 +25,7 @@ pub mod overlap;
 mod plane;
 mod process;
 mod proxy;
+pub mod sinks;
 pub mod work;
 
 pub use ksm::{KubeStateMetrics, SCRAPE_TIMEOUT};

@@ -101,7 +101,16 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             "default".into()
         }
     };
-    let data_stream = DataStream::read_map(map, &DataStream::default(), &mut problems);
+    // Kubernetes Events are logs of the cluster: their own dataset, as
+    // Elastic's integration names it.
+    let base = match type_name.as_str() {
+        "kubernetes/events" => DataStream {
+            dataset: "kubernetes.event".into(),
+            ..DataStream::default()
+        },
+        _ => DataStream::default(),
+    };
+    let data_stream = DataStream::read_map(map, &base, &mut problems);
     let input: Option<Arc<dyn Input>> = match type_name.as_str() {
         "exec" => {
             exec::Exec::from_settings(map, &mut problems).map(|e| Arc::new(e) as Arc<dyn Input>)

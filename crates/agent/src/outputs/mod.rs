@@ -908,6 +908,13 @@ impl Outputs {
         self.find(name).map(|r| r.sender.depth())
     }
 
+    /// Whether the output called `name` keeps its queue on disk (what it
+    /// cannot write before a shutdown is sent after the next start).
+    pub fn has_disk_queue(&self, name: &str) -> bool {
+        self.find(name)
+            .is_some_and(|r| matches!(r.sender.queue, Queue::Disk(_)))
+    }
+
     /// Whether the output called `name` is delivering.
     pub fn health(&self, name: &str) -> Option<OutputHealth> {
         self.find(name).map(|r| r.sender.handles.health.get())
@@ -943,6 +950,11 @@ impl Outputs {
                     tracing::error!(output = %sender.name, error = %e, "output writer ended abnormally");
                     0
                 }
+            };
+            // A disk queue keeps everything not acknowledged.
+            let n = match &sender.queue {
+                Queue::Disk(d) => d.depth(),
+                Queue::Memory(_) => n,
             };
             left.push((sender.name.to_string(), n));
         }

@@ -795,9 +795,17 @@ impl Agent {
                 "leases not released within the shutdown timeout; they expire on their own"
             );
         }
+        let on_disk: Vec<String> = self
+            .outputs
+            .names()
+            .into_iter()
+            .filter(|n| self.outputs.has_disk_queue(n))
+            .collect();
         let left = self.outputs.shutdown(deadline).await;
         for (name, n) in left {
-            if n > 0 {
+            if n > 0 && on_disk.contains(&name) {
+                tracing::warn!(output = %name, "{n} event(s) not written before the shutdown timeout stay in the disk queue; they are sent after the next start");
+            } else if n > 0 {
                 tracing::error!(output = %name, "{n} event(s) could not be written before the shutdown timeout");
             }
         }

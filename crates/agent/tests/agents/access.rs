@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{ObjectMeta, PostParams};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::{Api, ObjectMeta, PostParams};
 use leasehold_testkit::ControlPlane;
 use serde_json::Value;
 
@@ -152,4 +154,48 @@ pub async fn create_ticks(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     Ok(n)
+}
+
+/// Lets agents 1..=3 read Events in `ns`.
+pub async fn grant_events(plane: &ControlPlane, ns: &str) -> Result<()> {
+    let admin = plane.admin_client().await?;
+    let role = Role {
+        metadata: ObjectMeta {
+            name: Some("events-reader".into()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["events".into()]),
+            verbs: vec!["get".into(), "list".into(), "watch".into()],
+            ..Default::default()
+        }]),
+    };
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await?;
+    let binding = RoleBinding {
+        metadata: ObjectMeta {
+            name: Some("events-reader".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: "events-reader".into(),
+        },
+        subjects: Some(
+            (1..=3)
+                .map(|k| Subject {
+                    kind: "User".into(),
+                    name: ControlPlane::agent_user(k),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    };
+    Api::<RoleBinding>::namespaced(admin, ns)
+        .create(&PostParams::default(), &binding)
+        .await?;
+    Ok(())
 }

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod docs;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

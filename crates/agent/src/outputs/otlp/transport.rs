@@ -67,8 +67,8 @@ impl Transport {
             .map_err(|e| e.replace("ssl.certificate_authorities", "tls.ca_file"))?;
         match s.protocol {
             Protocol::Grpc => {
-                let mut tls = tls;
-                tls.alpn_protocols = vec![b"h2".to_vec()];
+                // The builder offers h2 by ALPN; tonic speaks HTTP/2 on
+                // plain connections too.
                 let https = hyper_rustls::HttpsConnectorBuilder::new()
                     .with_tls_config(tls)
                     .https_or_http()

@@ -1,0 +1,237 @@
+//! The `elasticsearch` output against real servers (OpenSearch 2.19.6 and
+//! Elasticsearch 7.17.29 from Maven Central), judged from the indexed
+//! documents: across SIGTERM and SIGKILL handovers of a leader-gated
+//! `kubernetes/events` input every Event is in the index exactly once (a
+//! replay after the crash carries the same `_id` and is dropped by the
+//! server), and a document the index cannot map is dropped and counted
+//! while the others are delivered.
+
+mod agents;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agents::access::{create_ticks, grant_events};
+use agents::cluster::Cluster;
+use agents::docs::{sources, wait_docs};
+use agents::*;
+use anyhow::{Result, bail};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+use leasehold_testkit::ControlPlane;
+use leasehold_testkit::sinks::{SinkKind, TestSink};
+use serde_json::Value;
+
+const EVENTS_INDEX: &str = "logs-kubernetes.event-default";
+
+/// The test policy with an `es` output to `url` and a gated events input
+/// writing to it.
+fn es_policy(url: &str) -> String {
+    policy(
+        "run-lease",
+        "  - id: events\n    type: kubernetes/events\n    use_output: es\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n",
+    )
+    .replace(
+        "outputs:\n",
+        &format!(
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{url}']\n    bulk_max_size: 100\n    backoff: {{init: 100ms, max: 1s}}\n"
+        ),
+    )
+}
+
+/// Copies of each Event in the index, by Event name.
+fn copies(docs: &[Value]) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for d in docs {
+        if let Some(name) = d["kubernetes"]["event"]["metadata"]["name"].as_str() {
+            *by.entry(name.to_string()).or_insert(0) += 1;
+        }
+    }
+    by
+}
+
+fn tick(name: &str) -> Option<usize> {
+    name.strip_prefix("tick-")?.parse().ok()
+}
+
+/// Waits until the index holds `more` Events beyond `before`.
+fn wait_shipped(sink: &TestSink, before: usize, more: usize, what: &str) -> Result<usize> {
+    let docs = wait_docs(
+        sink,
+        EVENTS_INDEX,
+        &["kubernetes.event.metadata.name"],
+        Duration::from_secs(30),
+        what,
+        |d| copies(d).len() >= before + more,
+    )?;
+    Ok(copies(&docs).len())
+}
+
+async fn once_across_handovers(kind: SinkKind, prefix: &str) -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(kind, sink_dir.path())?;
+    let mut c = Cluster::start(plane, prefix, 3, Some(es_policy(sink.url()))).await?;
+    grant_events(plane, c.ns.name()).await?;
+    let api: Api<Event> = Api::namespaced(plane.admin_client().await?, c.ns.name());
+    let stop = Arc::new(AtomicBool::new(false));
+    let ticks = tokio::spawn(create_ticks(api, c.ns.name().to_string(), stop.clone()));
+    let t0 = now_us();
+
+    let first = c.current_leader()?;
+    let n = wait_shipped(&sink, 0, 20, "the first leader ships")?;
+    let i = Cluster::index(&first);
+    let mut a = c.agents[i].take().expect("leader running");
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+
+    let second = c.leader_after(now_us(), &[&first])?;
+    let n = wait_shipped(&sink, n, 20, "the second leader ships")?;
+    let i = Cluster::index(&second);
+    let mut a = c.agents[i].take().expect("leader running");
+    a.signal(libc::SIGKILL);
+    a.wait_exit(Duration::from_secs(15))?;
+
+    let third = c.leader_after(now_us(), &[&first, &second])?;
+    wait_shipped(&sink, n, 20, "the third leader ships")?;
+    stop.store(true, Ordering::Relaxed);
+    let created = ticks.await??;
+
+    // From the first Event shipped on (the first leader starts from the
+    // state it finds), every Event created is in the index exactly once.
+    let docs = wait_docs(
+        &sink,
+        EVENTS_INDEX,
+        &["kubernetes.event.metadata.name"],
+        Duration::from_secs(30),
+        "every Event indexed",
+        |d| {
+            let by = copies(d);
+            let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
+            (from..created).all(|k| by.contains_key(&format!("tick-{k}")))
+        },
+    )?;
+    let by = copies(&docs);
+    let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
+    let twice: Vec<(&String, &usize)> = by.iter().filter(|(_, n)| **n > 1).collect();
+    println!(
+        "{kind:?}: {created} Events created, {} indexed from tick-{from}, leaders {first} (SIGTERM), {second} (SIGKILL), {third}; {} documents",
+        by.len(),
+        docs.len()
+    );
+    assert!(twice.is_empty(), "indexed more than once: {twice:?}");
+    assert_eq!(by.len(), created - from, "Events from tick-{from} on");
+    assert_eq!(docs.len(), by.len(), "one document per Event");
+    let metrics = c.agent(&third).get("/metrics")?.1;
+    println!(
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("leasehold_output_events_") && l.contains("output=\"es\""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    c.check(t0)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opensearch_holds_each_event_once_across_sigterm_and_sigkill_handovers() -> Result<()> {
+    once_across_handovers(SinkKind::OpenSearch, "run-es-os").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elasticsearch_7_holds_each_event_once_across_sigterm_and_sigkill_handovers() -> Result<()>
+{
+    once_across_handovers(SinkKind::Elasticsearch7, "run-es-es7").await
+}
+
+/// A counter in `/metrics` text, 0 when absent.
+fn counter(metrics: &str, line_start: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_delivered()
+-> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("policy.yml");
+    // 10 documents with a number in `v`, then one with an object there,
+    // then 10 more numbers: the object cannot be mapped.
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; echo '{\"n\": 11, \"v\": {\"a\": 1}}'; for i in 12 13 14 15 16 17 18 19 20 21; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; exec sleep 600";
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: mixed\n    type: exec\n    events: json\n    data_stream: {{dataset: conflict}}\n    command: [sh, -c, '{}']\n",
+            sink.url(),
+            script.replace('\'', "''")
+        ),
+    )?;
+    let mut a = AgentProc::start(
+        &policy,
+        &plane.agent_kubeconfig(1),
+        1,
+        "default",
+        dir.path(),
+    )?;
+    let docs = wait_docs(
+        &sink,
+        "logs-conflict-default",
+        &["n", "v"],
+        Duration::from_secs(30),
+        "20 mappable documents indexed",
+        |d| d.len() >= 20,
+    )?;
+    let mut ns: Vec<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
+    ns.sort_unstable();
+    let want: Vec<u64> = (1..=10).chain(12..=21).collect();
+    assert_eq!(ns, want, "every mappable document, once");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let m = a.get("/metrics")?.1;
+        if counter(
+            &m,
+            "leasehold_output_events_dropped_total{output=\"default\"}",
+        ) >= 1
+            || std::time::Instant::now() > deadline
+        {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        counter(
+            &metrics,
+            "leasehold_output_events_dropped_total{output=\"default\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        counter(
+            &metrics,
+            "leasehold_output_events_written_total{output=\"default\"}"
+        ),
+        20
+    );
+    let log = a.wait_log("refused for good", Duration::from_secs(5))?;
+    assert!(log.contains("mapper_parsing_exception"), "{log}");
+    let status = a.status()?;
+    let out = &status["outputs"][0];
+    assert_eq!(out["state"], "ok", "{status}");
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    if sources(&sink, "logs-conflict-default", &["n"])?.len() != 20 {
+        bail!("more documents arrived after the first 20");
+    }
+    Ok(())
+}

@@ -2,22 +2,29 @@
 """Build, start and stop the real servers leasehold's outputs are tested
 against, on loopback: OpenSearch 2.19.6 and Elasticsearch 7.17.29 (jars from
 Maven Central, run on Java 17) and an OpenTelemetry Collector v0.165.0
-(built from the Go module proxy; OTLP gRPC + HTTP in, file out).
+(built from the Go module proxy; OTLP gRPC + HTTP in, JSON lines out).
 
 Everything is fetched from the package registries and cached per version
 outside the repository; only the first use on a machine builds. Standard
-library only, plus `mvn`, `java` and `go`.
+library only, plus `mvn`, `java` (17) and `go` (1.26+).
 
   build [opensearch|es7|otelcol|all]
-  up NAME --dir DIR     start NAME with its state in DIR/NAME; waits until it
-                        is ready and writes DIR/NAME.json (pid, ports, URLs).
-                        A sink started again in the same DIR reuses its
-                        ports and its data.
-  down NAME --dir DIR   stop it (SIGTERM, then SIGKILL after a timeout)
+                        fetch/build what the cache lacks (default: all)
+  up NAME --dir DIR [--port N]
+                        start NAME with its state in DIR/NAME, wait until it
+                        is ready, write DIR/NAME.json (pid, ports, URLs) and
+                        print it. Started again with the same DIR, a sink
+                        reuses its ports and its data. --port: the HTTP port
+                        (opensearch, es7) or the OTLP/gRPC port (otelcol).
+  down NAME --dir DIR   stop it (SIGTERM, SIGKILL after a timeout); keeps
+                        DIR/NAME.json, marked stopped, for the next `up`.
 
 OpenSearch and Elasticsearch refuse to run as root: as root they run as
-uid/gid 65534 (nobody), so their cache lives where that uid can read it
-(/var/cache/leasehold/sinks), and DIR is made traversable for it.
+uid/gid 65534, which must read their jars. /root is not searchable by
+others, so as root the cache defaults to /var/cache/leasehold/sinks (an
+explicit XDG_CACHE_HOME is used if 65534 can reach it), its files are made
+world-readable at build time, DIR/NAME is owned by 65534 and DIR is made
+searchable for it.
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -40,12 +49,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 READY_TIMEOUT_S = 180.0
+OTELCOL_READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+KILL_TIMEOUT_S = 10.0
 JAVA_MAJOR = 17
+GO_MIN = (1, 26)
 OTELCOL_VERSION = "v0.165.0"
+OTELCOL_FILES = ("go.mod", "go.sum", "main.go", "components.go")
 
-# The Java servers: Maven coordinates, the netty transport module, the
-# main class and the prefix of their system properties.
+# The Java servers: Maven coordinates, the netty transport module, the main
+# class and the prefix of their system properties.
 JAVA_SINKS = {
     "opensearch": {
         "product": "OpenSearch",
@@ -93,44 +106,79 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+# ---------------------------------------------------------------- the cache
+
+
+def searchable_by_others(path: Path) -> Path | None:
+    """The first directory on the way to `path` that uid 65534 cannot
+    search (enter), or None."""
+    for p in [*reversed(path.parents), path]:
+        if not p.exists():
+            break
+        st = p.stat()
+        if st.st_uid != NOBODY and not st.st_mode & stat.S_IXOTH:
+            return p
+    return None
+
+
 def cache_root() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
     if is_root():
-        # uid 65534 must read the Java homes; /root is not traversable.
+        # The Java servers run as uid 65534 and read their jars from here.
+        if xdg and searchable_by_others(Path(xdg)) is None:
+            return Path(xdg) / "leasehold" / "sinks"
         return Path("/var/cache/leasehold/sinks")
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "leasehold" / "sinks"
+    return Path(xdg or Path.home() / ".cache") / "leasehold" / "sinks"
 
 
-def files_hash(paths: list[Path]) -> str:
+def digest(parts: dict[str, bytes]) -> str:
     h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(str(p.relative_to(ROOT)).encode() + b"\0")
-        h.update(p.read_bytes())
+    for name, data in sorted(parts.items()):
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()[:12]
 
 
-def java_key(name: str) -> str:
-    spec = JAVA_SINKS[name]
-    return f"{name}-{spec['version']}_{files_hash([Path(__file__)])}"
+def lock_builds():
+    """An exclusive lock on the cache: one build at a time, on the whole
+    machine. Released when the returned file is closed."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    f = open(root / ".build.lock", "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
 
 
-def java_home(name: str) -> Path:
-    return cache_root() / java_key(name) / "home"
+def make_readable(top: Path) -> None:
+    """Root only: lets uid 65534 read everything under `top` (and enter
+    `top`'s ancestors inside the cache)."""
+    if not is_root():
+        return
+    for p in [*top.parents, top]:
+        if p == cache_root().parent or cache_root().parent in p.parents:
+            if p.exists() and not p.stat().st_mode & stat.S_IXOTH:
+                os.chmod(p, p.stat().st_mode | 0o055)
+    for p in [top, *top.rglob("*")]:
+        st = p.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        want = st.st_mode | (0o055 if stat.S_ISDIR(st.st_mode) else 0o044)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & stat.S_IXUSR:
+            want |= 0o011
+        if want != st.st_mode:
+            os.chmod(p, stat.S_IMODE(want))
+    blocked = searchable_by_others(top)
+    if blocked is not None:
+        raise Failure(f"uid {NOBODY} cannot enter {blocked}, so it cannot read {top}: "
+                      f"`chmod o+x {blocked}`, or unset XDG_CACHE_HOME to use /var/cache/leasehold/sinks")
 
 
-def otelcol_binary() -> Path:
-    d = ROOT / "otelcol"
-    key = f"otelcol-{OTELCOL_VERSION}_{files_hash([d / 'go.mod', d / 'go.sum', d / 'main.go'])}"
-    return cache_root() / key / "otelcol"
-
-
-# ---------------------------------------------------------------- building
+# ---------------------------------------------------------------- Java servers
 
 
 def java_binary() -> str:
-    """A Java 17 (OpenSearch 2.x needs its Security Manager)."""
+    """A Java 17 (OpenSearch 2.x needs its Security Manager, gone in 24)."""
     candidates = [os.environ.get("LEASEHOLD_JAVA"), shutil.which("java")]
-    candidates += sorted(str(p) for p in Path("/usr/lib/jvm").glob("*17*/bin/java"))
+    candidates += sorted(str(p) for p in Path("/usr/lib/jvm").glob(f"*{JAVA_MAJOR}*/bin/java"))
     for c in candidates:
         if not c or not Path(c).exists():
             continue
@@ -138,42 +186,27 @@ def java_binary() -> str:
         text = out.stderr + out.stdout
         if f'version "{JAVA_MAJOR}.' in text or f'version "{JAVA_MAJOR}"' in text:
             return c
-    raise Failure(f"no Java {JAVA_MAJOR} found (set LEASEHOLD_JAVA, or install openjdk-{JAVA_MAJOR}-jdk-headless)")
+    raise Failure(f"no Java {JAVA_MAJOR} found: install openjdk-{JAVA_MAJOR}-jdk-headless, or set LEASEHOLD_JAVA to its `java`")
 
 
-def pom(artifacts: list[tuple[str, str, str]], exclude_group: str | None = None) -> str:
-    deps = []
-    for group, artifact, version in artifacts:
+def pom(artifact_id: str, deps: list[tuple[str, str, str]], exclude_group: str | None = None) -> str:
+    lines = []
+    for group, artifact, version in deps:
         excl = ""
         if exclude_group:
             excl = f"<exclusions><exclusion><groupId>{exclude_group}</groupId><artifactId>*</artifactId></exclusion></exclusions>"
-        deps.append(
-            f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>{excl}</dependency>"
-        )
+        lines.append(f"  <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>{excl}</dependency>\n")
     return (
-        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-        "<groupId>dev.leasehold.sinks</groupId><artifactId>fetch</artifactId><version>1</version><packaging>pom</packaging>"
-        f"<dependencies>{''.join(deps)}</dependencies></project>\n"
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>\n'
+        f"<groupId>dev.leasehold.sinks</groupId><artifactId>{artifact_id}</artifactId><version>1</version><packaging>pom</packaging>\n"
+        f"<dependencies>\n{''.join(lines)}</dependencies></project>\n"
     )
-
-
-def mvn_copy(pom_text: str, work: Path, out: Path) -> None:
-    if shutil.which("mvn") is None:
-        raise Failure("the `mvn` command is not on PATH; install maven")
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "pom.xml").write_text(pom_text)
-    res = subprocess.run(
-        ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(work / "pom.xml"), "dependency:copy-dependencies", f"-DoutputDirectory={out}"],
-        stdout=sys.stderr,
-    )
-    if res.returncode != 0:
-        raise Failure(f"mvn dependency:copy-dependencies failed in {work} (exit {res.returncode})")
 
 
 def netty_policy(name: str) -> str:
-    """The netty transport's Security Manager grants."""
+    """The netty transport module's Security Manager grants."""
     if name == "es7":
-        # Elasticsearch 7 grants per jar (codebase) only.
+        # Elasticsearch 7 honours only grants per jar (codebase) here.
         return (
             'grant codeBase "${codebase.netty-common}" {\n'
             '  permission java.io.FilePermission "/proc/sys/net/core/somaxconn", "read";\n'
@@ -195,86 +228,134 @@ def netty_policy(name: str) -> str:
     )
 
 
-def build_java(name: str) -> Path:
-    home = java_home(name)
-    if (home / ".complete").exists():
-        return home
-    spec = JAVA_SINKS[name]
-    v = spec["version"]
-    root = home.parent
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / ".complete").exists():
-            return home
-        started = time.monotonic()
-        log(f"fetching {spec['product']} {v} from Maven Central into {home}")
-        if home.exists():
-            shutil.rmtree(home)
-        mvn_copy(
-            pom([
-                (spec["group"], spec["server"], v),
-                (spec["group"], spec["classloader"], v),
-                ("org.apache.logging.log4j", "log4j-core", spec["log4j"]),
-            ]),
-            root / "mvn-server",
-            home / "lib",
-        )
-        module = home / "modules" / "transport-netty4"
-        mvn_copy(
-            pom([(spec["plugin_group"], "transport-netty4-client", v)], exclude_group=spec["group"]),
-            root / "mvn-netty",
-            module,
-        )
-        (module / "plugin-descriptor.properties").write_text(
+def java_recipe(name: str) -> dict[str, str]:
+    """Every file a Java home is made from (its cache key hashes them)."""
+    s = JAVA_SINKS[name]
+    v = s["version"]
+    return {
+        "server.pom.xml": pom(f"{name}-server", [
+            (s["group"], s["server"], v),
+            (s["group"], s["classloader"], v),
+            ("org.apache.logging.log4j", "log4j-core", s["log4j"]),
+        ]),
+        # The module's own jars only: the server's are in lib/ already.
+        "netty.pom.xml": pom(f"{name}-netty", [(s["plugin_group"], "transport-netty4-client", v)], exclude_group=s["group"]),
+        "plugin-descriptor.properties": (
             "description=Netty 4 based transport implementation\n"
             f"version={v}\n"
             "name=transport-netty4\n"
-            f"classname={spec['netty_class']}\n"
-            f"java.version={spec['descriptor_java']}\n"
-            f"{spec['descriptor_version_key']}={v}\n"
+            f"classname={s['netty_class']}\n"
+            f"java.version={s['descriptor_java']}\n"
+            f"{s['descriptor_version_key']}={v}\n"
             "extended.plugins=\n"
             "has.native.controller=false\n"
-        )
-        (module / "plugin-security.policy").write_text(netty_policy(name))
-        (home / "bin").mkdir(exist_ok=True)
-        (home / "plugins").mkdir(exist_ok=True)
-        for p in [root.parent, root, *root.rglob("*")]:
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        (home / ".complete").write_text(v + "\n")
-        log(f"{spec['product']} {v} ready in {time.monotonic() - started:.0f} s")
+        ),
+        "plugin-security.policy": netty_policy(name),
+    }
+
+
+def java_home(name: str) -> Path:
+    recipe = {k: v.encode() for k, v in java_recipe(name).items()}
+    return cache_root() / f"{name}-{JAVA_SINKS[name]['version']}_{digest(recipe)}" / "home"
+
+
+def mvn_copy(pom_file: Path, out: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise Failure("the `mvn` command is not on PATH; install maven")
+    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(pom_file),
+           "dependency:copy-dependencies", f"-DoutputDirectory={out}"]
+    res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if res.returncode != 0:
+        said = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr).strip()
+        raise Failure(f"`{' '.join(cmd)}` failed (exit {res.returncode}); Maven Central must be reachable:\n{said[-3000:]}")
+
+
+def build_java(name: str) -> Path:
+    home = java_home(name)
+    if not (home / ".complete").exists():
+        with lock_builds():
+            if not (home / ".complete").exists():
+                fetch_java(name, home)
+    # A cache made earlier (another umask, another user) may not be readable
+    # by uid 65534 yet.
+    make_readable(home.parent)
     return home
+
+
+def fetch_java(name: str, home: Path) -> None:
+    s = JAVA_SINKS[name]
+    started = time.monotonic()
+    log(f"fetching {s['product']} {s['version']} from Maven Central into {home}")
+    java_binary()  # fail early, before minutes of downloads
+    work = home.parent / "recipe"
+    for d in (home, work):
+        if d.exists():
+            shutil.rmtree(d)
+    work.mkdir(parents=True)
+    recipe = java_recipe(name)
+    for fname, text in recipe.items():
+        (work / fname).write_text(text)
+    mvn_copy(work / "server.pom.xml", home / "lib")
+    module = home / "modules" / "transport-netty4"
+    mvn_copy(work / "netty.pom.xml", module)
+    shutil.copy(work / "plugin-descriptor.properties", module)
+    shutil.copy(work / "plugin-security.policy", module)
+    # The servers look for both directories in their home.
+    (home / "bin").mkdir(exist_ok=True)
+    (home / "plugins").mkdir(exist_ok=True)
+    make_readable(home.parent)
+    (home / ".complete").write_text(f"{s['version']}\n")
+    jars = len(list(home.rglob("*.jar")))
+    log(f"{s['product']} {s['version']}: {jars} jars in {time.monotonic() - started:.0f} s")
+
+
+# ---------------------------------------------------------------- the Collector
+
+
+def otelcol_binary() -> Path:
+    d = ROOT / "otelcol"
+    parts = {f: (d / f).read_bytes() for f in OTELCOL_FILES}
+    return cache_root() / f"otelcol-{OTELCOL_VERSION}_{digest(parts)}" / "otelcol"
+
+
+def check_go() -> None:
+    if shutil.which("go") is None:
+        raise Failure("the `go` command is not on PATH; install Go 1.26 or newer")
+    out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
+    ver = out.stdout.strip().removeprefix("go")
+    parts = [int(p) for p in ver.split(".")[:2] if p.isdigit()]
+    if len(parts) < 2 or tuple(parts) < GO_MIN:
+        raise Failure(f"Go {ver or '?'} is too old: the collector {OTELCOL_VERSION} needs Go 1.26 or newer")
 
 
 def build_otelcol() -> Path:
     dest = otelcol_binary()
     if dest.exists():
         return dest
-    if shutil.which("go") is None:
-        raise Failure("the `go` command is not on PATH; install Go 1.26 or newer")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    check_go()
+    with lock_builds():
         if dest.exists():
             return dest
-        log(f"building the OpenTelemetry Collector {OTELCOL_VERSION} into {dest.parent}; the first build takes a few minutes")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        log(f"building the OpenTelemetry Collector {OTELCOL_VERSION} into {dest.parent} "
+            "(go build; the first build takes minutes)")
         started = time.monotonic()
         tmp = dest.with_name(dest.name + ".tmp")
-        res = subprocess.run(
-            ["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", str(tmp), "."],
-            cwd=ROOT / "otelcol",
-            env={**os.environ, "CGO_ENABLED": "0"},
-        )
+        cmd = ["go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", str(tmp), "."]
+        # -mod=readonly: the committed go.sum is complete; `go mod tidy`
+        # would fail on a test-only dependency the proxy refuses.
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+        res = subprocess.run(cmd, cwd=ROOT / "otelcol", env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr)
         if res.returncode != 0:
-            raise Failure(f"building the collector failed (go build in {ROOT / 'otelcol'} exited {res.returncode})")
+            tmp.unlink(missing_ok=True)
+            raise Failure(f"building the collector failed: `{' '.join(cmd)}` in {ROOT / 'otelcol'} exited {res.returncode}")
         tmp.rename(dest)
-        log(f"built the collector in {time.monotonic() - started:.0f} s")
+        log(f"built the collector ({dest.stat().st_size // 2**20} MB) in {time.monotonic() - started:.0f} s")
     return dest
 
 
 def build(which: str) -> None:
-    names = NAMES if which == "all" else (which,)
-    for n in names:
+    for n in NAMES if which == "all" else (which,):
         if n == "otelcol":
             build_otelcol()
         else:
@@ -296,23 +377,56 @@ def info_path(d: Path, name: str) -> Path:
 
 def read_info(d: Path, name: str) -> dict:
     p = info_path(d, name)
-    return json.loads(p.read_text()) if p.exists() else {}
+    try:
+        return json.loads(p.read_text()) if p.exists() else {}
+    except ValueError as e:
+        raise Failure(f"{p} is not JSON ({e}); remove it to start afresh") from e
 
 
 def write_info(d: Path, name: str, info: dict) -> None:
-    tmp = info_path(d, name).with_suffix(".tmp")
+    tmp = info_path(d, name).with_suffix(".json.tmp")
     tmp.write_text(json.dumps(info, indent=1) + "\n")
     tmp.rename(info_path(d, name))
 
 
-def alive(pid: int | None, marker: str) -> bool:
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def alive(pid: int | None, markers: list[str]) -> bool:
+    """Whether `pid` still is the sink: its command line names both the
+    server's files in the cache and this sink's directory."""
     if not pid:
         return False
+    line = cmdline(pid)
+    return bool(line) and all(m in line for m in markers)
+
+
+def gone(pid: int) -> bool:
+    """Whether `pid` has exited (a zombie counts: it holds no port)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return marker in cmdline
+        return True
+    return text[text.rindex(")") + 2] in "ZX"
+
+
+def wait_exit(pid: int, m: list[str], timeout: float) -> bool:
+    """Waits until `pid` has exited; False if it still is the sink after
+    `timeout` s. (Its command line empties before its last thread ends.)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return not alive(pid, m)
+
+
+def markers(info: dict, inst: Path) -> list[str]:
+    return [info.get("home") or info.get("binary") or "\0", str(inst)]
 
 
 def tail(path: Path, n: int = 30) -> str:
@@ -322,16 +436,36 @@ def tail(path: Path, n: int = 30) -> str:
         return "(no log)"
 
 
-def own(path: Path) -> None:
-    """Makes `path` and what it holds belong to uid 65534 when root."""
+def start_logged(cmd: list[str], logf: Path, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    with open(logf, "ab") as out:
+        out.write(f"---- sinks/up at {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n".encode())
+        out.flush()
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=cwd, start_new_session=True)
+
+
+def give_up(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def own_for_nobody(d: Path, inst: Path) -> None:
+    """Root only: uid 65534 owns DIR/NAME and may enter DIR."""
     if not is_root():
         return
-    for p in [path, *path.rglob("*")]:
+    for p in [inst, *inst.rglob("*")]:
         os.chown(p, NOBODY, NOBODY, follow_symlinks=False)
+    os.chmod(d, stat.S_IMODE(d.stat().st_mode) | 0o001)
+    blocked = searchable_by_others(d)
+    if blocked is not None:
+        raise Failure(f"uid {NOBODY} cannot enter {blocked} on the way to {inst}: `chmod o+x {blocked}` or use another --dir")
 
 
 def up_java(name: str, d: Path, port: int | None) -> dict:
-    spec = JAVA_SINKS[name]
+    s = JAVA_SINKS[name]
     home = build_java(name)
     java = java_binary()
     inst = d / name
@@ -339,13 +473,14 @@ def up_java(name: str, d: Path, port: int | None) -> dict:
         (inst / sub).mkdir(parents=True, exist_ok=True)
     ports_file = inst / "logs" / "http.ports"
     ports_file.unlink(missing_ok=True)
-    (inst / "config" / spec["config"]).write_text(
+    (inst / "config" / s["config"]).write_text(
         f"cluster.name: leasehold-{name}\n"
         "node.name: node-1\n"
         "discovery.type: single-node\n"
         "network.host: 127.0.0.1\n"
         f"path.data: {inst / 'data'}\n"
         f"path.logs: {inst / 'logs'}\n"
+        # 0: any free port, written to logs/http.ports.
         f"http.port: {port or 0}\n"
         "transport.port: 0\n"
         "node.portsfile: true\n"
@@ -360,11 +495,10 @@ def up_java(name: str, d: Path, port: int | None) -> dict:
         "rootLogger.level = info\n"
         "rootLogger.appenderRef.console.ref = console\n"
     )
-    if is_root():
-        own(inst)
-        # Let uid 65534 reach DIR/NAME through DIR.
-        os.chmod(d, os.stat(d).st_mode | 0o011)
-    p = spec["prop"]
+    logf = inst / f"{name}.log"
+    logf.touch()
+    own_for_nobody(d, inst)
+    p = s["prop"]
     cmd = [
         java, "-Xms256m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
         "-Dfile.encoding=UTF-8", "-Djna.nosys=true", "-Dio.netty.noUnsafe=true",
@@ -376,38 +510,38 @@ def up_java(name: str, d: Path, port: int | None) -> dict:
     ]
     if name == "es7":
         cmd.append("-Des.distribution.flavor=oss")
-    cmd += ["-cp", f"{home}/lib/*", spec["main"]]
+    cmd += ["-cp", f"{home}/lib/*", s["main"]]
     env = {**os.environ, "LIBFFI_TMPDIR": str(inst / "tmp"), "ES_TMPDIR": str(inst / "tmp")}
     if is_root():
+        # setpriv execs: the recorded pid is the JVM's.
         cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *cmd]
-    logf = inst / f"{name}.log"
-    with open(logf, "ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=env, cwd=inst, start_new_session=True)
-    deadline = time.monotonic() + READY_TIMEOUT_S
+    started = time.monotonic()
+    proc = start_logged(cmd, logf, inst, env)
+    deadline = started + READY_TIMEOUT_S
     http_port = port
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise Failure(f"{spec['product']} exited ({proc.returncode}) while starting; {logf}:\n{tail(logf)}")
+            raise Failure(f"{s['product']} exited ({proc.returncode}) while starting; {logf}:\n{tail(logf)}")
         if http_port is None and ports_file.exists():
             text = ports_file.read_text().strip()
             if text:
                 http_port = int(text.splitlines()[0].rsplit(":", 1)[1])
         if http_port:
+            url = f"http://127.0.0.1:{http_port}"
             try:
-                url = f"http://127.0.0.1:{http_port}/_cluster/health?wait_for_status=yellow&timeout=1s"
-                with urllib.request.urlopen(url, timeout=3) as r:
+                with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5) as r:
                     if r.status == 200:
+                        log(f"{name} ready on {url} in {time.monotonic() - started:.1f} s (pid {proc.pid})")
                         return {
-                            "pid": proc.pid, "http_port": http_port,
-                            "url": f"http://127.0.0.1:{http_port}", "home": str(home),
-                            "product": spec["product"], "version": spec["version"],
+                            "pid": proc.pid, "stopped": False, "http_port": http_port, "url": url,
+                            "product": s["product"], "version": s["version"], "home": str(home),
+                            "dir": str(inst), "log": str(logf),
                         }
             except (urllib.error.URLError, OSError, ValueError):
                 pass
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise Failure(f"{spec['product']} not ready within {READY_TIMEOUT_S:.0f} s; {logf}:\n{tail(logf)}")
+    give_up(proc)
+    raise Failure(f"{s['product']} not ready within {READY_TIMEOUT_S:.0f} s; {logf}:\n{tail(logf)}")
 
 
 def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
@@ -418,6 +552,9 @@ def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
     http_port = http_port or free_port()
     out = inst / "out.jsonl"
     config = inst / "config.yaml"
+    # The file exporter's rotating writer (its default) writes each batch
+    # straight to the file and appends to it after a restart; its plain
+    # writer buffers (flush_interval) and truncates unless `append`.
     config.write_text(
         "receivers:\n"
         "  otlp:\n"
@@ -425,52 +562,50 @@ def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
         f"      grpc: {{endpoint: '127.0.0.1:{grpc_port}'}}\n"
         f"      http: {{endpoint: '127.0.0.1:{http_port}'}}\n"
         "exporters:\n"
-        f"  file: {{path: '{out}', flush_interval: 100ms}}\n"
+        f"  file: {{path: '{out}', format: json, rotation: {{max_megabytes: 1024, max_backups: 1}}}}\n"
+        "  debug: {verbosity: basic}\n"
         "service:\n"
         "  telemetry:\n"
         "    metrics: {level: none}\n"
         "  pipelines:\n"
-        "    logs: {receivers: [otlp], exporters: [file]}\n"
-        "    metrics: {receivers: [otlp], exporters: [file]}\n"
-        "    traces: {receivers: [otlp], exporters: [file]}\n"
+        "    logs: {receivers: [otlp], exporters: [file, debug]}\n"
+        "    metrics: {receivers: [otlp], exporters: [file, debug]}\n"
+        "    traces: {receivers: [otlp], exporters: [file, debug]}\n"
     )
     logf = inst / "otelcol.log"
-    with open(logf, "ab") as lf:
-        proc = subprocess.Popen([str(binary), "--config", f"file:{config}"], stdin=subprocess.DEVNULL,
-                                stdout=lf, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
+    started = time.monotonic()
+    proc = start_logged([str(binary), "--config", f"file:{config}"], logf, inst)
+    deadline = started + OTELCOL_READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise Failure(f"the collector exited ({proc.returncode}) while starting; {logf}:\n{tail(logf)}")
         ready = True
-        for p in (grpc_port, http_port):
+        for port in (grpc_port, http_port):
             try:
-                socket.create_connection(("127.0.0.1", p), timeout=1).close()
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
             except OSError:
                 ready = False
         if ready:
+            log(f"otelcol ready on 127.0.0.1:{grpc_port} (gRPC) and :{http_port} (HTTP) "
+                f"in {time.monotonic() - started:.1f} s (pid {proc.pid})")
             return {
-                "pid": proc.pid, "grpc_port": grpc_port, "http_port": http_port,
+                "pid": proc.pid, "stopped": False, "grpc_port": grpc_port, "http_port": http_port,
                 "grpc_endpoint": f"127.0.0.1:{grpc_port}", "http_endpoint": f"http://127.0.0.1:{http_port}",
-                "output": str(out), "binary": str(binary),
+                "output": str(out), "binary": str(binary), "dir": str(inst), "log": str(logf),
             }
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise Failure(f"the collector did not listen within 60 s; {logf}:\n{tail(logf)}")
-
-
-def marker(info: dict) -> str:
-    return info.get("home") or info.get("binary") or "\0"
+        time.sleep(0.05)
+    give_up(proc)
+    raise Failure(f"the collector did not listen within {OTELCOL_READY_TIMEOUT_S:.0f} s; {logf}:\n{tail(logf)}")
 
 
 def up(name: str, d: Path, port: int | None) -> None:
-    d = d.resolve()
     d.mkdir(parents=True, exist_ok=True)
+    d = d.resolve()
     old = read_info(d, name)
-    if alive(old.get("pid"), marker(old)):
+    if alive(old.get("pid"), markers(old, d / name)):
         raise Failure(f"{name} already runs for {d} (pid {old['pid']}); `sinks/down {name} --dir {d}` first")
     if name == "otelcol":
-        info = up_otelcol(d, old.get("grpc_port"), old.get("http_port"))
+        info = up_otelcol(d, port or old.get("grpc_port"), old.get("http_port"))
     else:
         info = up_java(name, d, port or old.get("http_port"))
     write_info(d, name, info)
@@ -481,30 +616,32 @@ def down(name: str, d: Path) -> None:
     d = d.resolve()
     info = read_info(d, name)
     pid = info.get("pid")
-    if alive(pid, marker(info)):
+    m = markers(info, d / name)
+    if alive(pid, m):
+        started = time.monotonic()
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while alive(pid, marker(info)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if alive(pid, marker(info)):
+        if not wait_exit(pid, m, STOP_TIMEOUT_S):
+            log(f"{name} (pid {pid}) still runs {STOP_TIMEOUT_S:.0f} s after SIGTERM: SIGKILL")
             os.kill(pid, signal.SIGKILL)
-            while alive(pid, marker(info)):
-                time.sleep(0.05)
+            if not wait_exit(pid, m, KILL_TIMEOUT_S):
+                raise Failure(f"{name} (pid {pid}) survived SIGKILL for {KILL_TIMEOUT_S:.0f} s")
+        log(f"{name} (pid {pid}) stopped in {time.monotonic() - started:.1f} s")
     if info:
         info["pid"] = None
+        info["stopped"] = True
         write_info(d, name, info)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="sinks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build")
+    b = sub.add_parser("build", help="fetch/build what the cache lacks")
     b.add_argument("name", nargs="?", default="all", choices=[*NAMES, "all"])
-    u = sub.add_parser("up")
+    u = sub.add_parser("up", help="start a sink and wait until it is ready")
     u.add_argument("name", choices=NAMES)
     u.add_argument("--dir", required=True, type=Path)
-    u.add_argument("--port", type=int)
-    dn = sub.add_parser("down")
+    u.add_argument("--port", type=int, help="HTTP port (opensearch, es7) or OTLP/gRPC port (otelcol)")
+    dn = sub.add_parser("down", help="stop a sink started by `up`")
     dn.add_argument("name", choices=NAMES)
     dn.add_argument("--dir", required=True, type=Path)
     args = ap.parse_args()

@@ -1,49 +1,29 @@
-// A minimal OpenTelemetry Collector for leasehold's tests: the OTLP
-// receiver (gRPC and HTTP) and the file exporter, nothing else.
+// A minimal OpenTelemetry Collector for leasehold's tests (see
+// components.go for what it is made of). `sinks/up otelcol` writes its
+// configuration and starts it.
 package main
 
 import (
 	"log"
 
-	fileexporter "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
-	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/otelcol"
-	"go.opentelemetry.io/collector/receiver"
-	"go.opentelemetry.io/collector/receiver/otlpreceiver"
-	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
-
-func factories() (otelcol.Factories, error) {
-	receivers, err := otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
-	if err != nil {
-		return otelcol.Factories{}, err
-	}
-	exporters, err := otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory())
-	if err != nil {
-		return otelcol.Factories{}, err
-	}
-	return otelcol.Factories{
-		Telemetry: otelconftelemetry.NewFactory(),
-		Receivers: receivers,
-		Exporters: exporters,
-	}, nil
-}
 
 func main() {
 	settings := otelcol.CollectorSettings{
 		BuildInfo: component.BuildInfo{
 			Command:     "leasehold-otelcol",
-			Description: "OTLP in, file out: the collector leasehold's tests ship to",
+			Description: "OTLP in, JSON lines out: the collector leasehold's tests ship to",
 			Version:     "0.165.0",
 		},
-		Factories: factories,
+		Factories: components,
 		ConfigProviderSettings: otelcol.ConfigProviderSettings{
 			ResolverSettings: confmap.ResolverSettings{
-				// `env` is the resolver's default scheme for ${VAR}.
+				// `file:` for --config; `env` is the default scheme of ${VAR}.
 				ProviderFactories: []confmap.ProviderFactory{
 					fileprovider.NewFactory(),
 					envprovider.NewFactory(),

@@ -4,7 +4,8 @@
 //! `kubernetes/events` input every Event is in the index exactly once (a
 //! replay after the crash carries the same `_id` and is dropped by the
 //! server), and a document the index cannot map is dropped and counted
-//! while the others are delivered.
+//! while the others are delivered (through the second of two hosts, the
+//! first refusing connections).
 
 mod agents;
 
@@ -148,6 +149,14 @@ async fn elasticsearch_7_holds_each_event_once_across_sigterm_and_sigkill_handov
     once_across_handovers(SinkKind::Elasticsearch7, "run-es-es7").await
 }
 
+/// A loopback URL where nothing listens: a port taken and released.
+fn dead_host() -> Result<String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = l.local_addr()?.port();
+    drop(l);
+    Ok(format!("http://127.0.0.1:{port}"))
+}
+
 /// A counter in `/metrics` text, 0 when absent.
 fn counter(metrics: &str, line_start: &str) -> u64 {
     metrics
@@ -166,12 +175,14 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
     let dir = tempfile::tempdir()?;
     let policy = dir.path().join("policy.yml");
     // 10 documents with a number in `v`, then one with an object there,
-    // then 10 more numbers: the object cannot be mapped.
+    // then 10 more numbers: the object cannot be mapped. The first host
+    // is dead: requests fail over to the second.
     let script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; echo '{\"n\": 11, \"v\": {\"a\": 1}}'; for i in 12 13 14 15 16 17 18 19 20 21; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; exec sleep 600";
     std::fs::write(
         &policy,
         format!(
-            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: mixed\n    type: exec\n    events: json\n    data_stream: {{dataset: conflict}}\n    command: [sh, -c, '{}']\n",
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}', '{}']\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: mixed\n    type: exec\n    events: json\n    data_stream: {{dataset: conflict}}\n    command: [sh, -c, '{}']\n",
+            dead_host()?,
             sink.url(),
             script.replace('\'', "''")
         ),

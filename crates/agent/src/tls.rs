@@ -93,6 +93,35 @@ pub fn client_config(
     })
 }
 
+/// An HTTP/1.1 connector for `http://` and `https://` URLs with `config`
+/// (HTTP/2 instead, by ALPN, when `http2`).
+pub fn https_connector(
+    config: rustls::ClientConfig,
+    http2: bool,
+) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http();
+    if http2 {
+        builder.enable_http2().build()
+    } else {
+        builder.enable_http1().build()
+    }
+}
+
+/// An error with its chain of causes, `a: b: c`, for messages that must
+/// say why a connection failed (refused, TLS, DNS).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// Verification for `certificate` (chain, any name) and `none` (nothing).
 #[derive(Debug)]
 struct Relaxed {

@@ -187,13 +187,7 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
             script.replace('\'', "''")
         ),
     )?;
-    let mut a = AgentProc::start(
-        &policy,
-        &plane.agent_kubeconfig(1),
-        1,
-        "default",
-        dir.path(),
-    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     let docs = wait_docs(
         &sink,
         "logs-conflict-default",

@@ -69,13 +69,7 @@ async fn thirty_seconds_down_loses_nothing_and_memory_stays_bounded() -> Result<
         &format!("    queue.mem.events: {QUEUE_EVENTS}\n"),
         "i=0; while :; do echo $i; i=$((i+1)); sleep 0.005; done",
     )?;
-    let mut a = AgentProc::start(
-        &policy,
-        &plane.agent_kubeconfig(1),
-        1,
-        "default",
-        dir.path(),
-    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     wait_docs(
         &sink,
         INDEX,
@@ -157,13 +151,7 @@ async fn with_queue_disk_a_restart_during_the_outage_loses_nothing() -> Result<(
             last = N - 1
         ),
     )?;
-    let mut a = AgentProc::start(
-        &policy,
-        &plane.agent_kubeconfig(1),
-        1,
-        "default",
-        dir.path(),
-    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let depth = a.status()?["outputs"][0]["queue_depth"].as_u64();
@@ -178,13 +166,7 @@ async fn with_queue_disk_a_restart_during_the_outage_loses_nothing() -> Result<(
     // Restart during the outage.
     a.signal(libc::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
-    let mut a = AgentProc::start(
-        &policy,
-        &plane.agent_kubeconfig(1),
-        1,
-        "default",
-        dir.path(),
-    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     a.wait_log("left in the disk queue", Duration::from_secs(10))?;
     sink.start_again()?;
     wait_docs(

@@ -125,11 +125,7 @@ impl Fetcher {
     pub fn new(settings: &HttpSettings, timeout: Duration) -> Result<Fetcher, String> {
         let config =
             crate::tls::client_config(&settings.certificate_authorities, settings.verification)?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let https = crate::tls::https_connector(config, false);
         Ok(Fetcher {
             client: Client::builder(TokioExecutor::new()).build(https),
             bearer_token_file: settings.bearer_token_file.clone(),
@@ -155,7 +151,7 @@ impl Fetcher {
                 .client
                 .request(req)
                 .await
-                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+                .map_err(|e| format!("{url}: {}", crate::tls::error_chain(&e)))?;
             let status = resp.status();
             let content_type = resp
                 .headers()
@@ -182,15 +178,4 @@ impl Fetcher {
             .await
             .map_err(|_| format!("{url}: no answer within {:?}", self.timeout))?
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

@@ -10,6 +10,7 @@
 //! Two kinds exist: `console` (NDJSON on standard output) and `file` (NDJSON
 //! in a directory, rotated by size like Beats' file output).
 
+mod common;
 mod console;
 pub mod disk;
 pub mod elasticsearch;

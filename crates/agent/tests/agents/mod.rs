@@ -98,6 +98,16 @@ impl AgentProc {
         Ok(a)
     }
 
+    /// Agent 1 in namespace `default`, for policies without elections
+    /// (outputs under test), writing to `out`.
+    pub fn start_alone(
+        plane: &leasehold_testkit::ControlPlane,
+        policy: &Path,
+        out: &Path,
+    ) -> Result<AgentProc> {
+        Self::start(policy, &plane.agent_kubeconfig(1), 1, "default", out)
+    }
+
     /// Starts the process without waiting for it (see
     /// [`AgentProc::wait_ready`]), so several agents can start together.
     pub fn spawn(

@@ -71,11 +71,7 @@ impl Client {
     pub fn new(settings: ElasticsearchSettings) -> Result<Client, String> {
         let tls =
             crate::tls::client_config(&settings.certificate_authorities, settings.verification)?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let https = crate::tls::https_connector(tls, false);
         let http = HttpClient::builder(TokioExecutor::new())
             .pool_max_idle_per_host(settings.worker.max(1))
             .build(https);
@@ -285,7 +281,7 @@ impl Client {
                 .http
                 .request(req)
                 .await
-                .map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+                .map_err(|e| format!("{url}: {}", crate::tls::error_chain(&e)))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), MAX_ANSWER)
                 .collect()
@@ -324,15 +320,4 @@ pub fn status_error(status: StatusCode, body: &[u8], path: &str) -> RequestError
 pub fn shorten(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

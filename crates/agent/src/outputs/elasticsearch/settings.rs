@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::super::{SettingError, describe, given, int_in};
-use crate::runtime::config::parse_duration;
+use super::super::{SettingError, common, describe, given, int_in};
 use crate::tls::Verification;
 
 /// Keys an `elasticsearch` output accepts (after `ssl`/`backoff` maps are
@@ -200,41 +199,7 @@ pub fn parse(
         }
         s.api_key = Some(encode_api_key(&key));
     }
-    match get("headers") {
-        None => {}
-        Some(Value::Map(m)) => {
-            for (k, v) in m.iter() {
-                let value = match v {
-                    Value::Str(t) => t.clone(),
-                    Value::Int(_) | Value::Float(_) | Value::Bool(_) => describe(v),
-                    other => {
-                        errors.push(SettingError::new(
-                            format!("{base}.headers.{k}"),
-                            format!("must be a string, found {}", describe(other)),
-                        ));
-                        continue;
-                    }
-                };
-                if hyper::header::HeaderName::from_bytes(k.as_bytes()).is_err()
-                    || hyper::header::HeaderValue::from_str(&value).is_err()
-                {
-                    errors.push(SettingError::new(
-                        format!("{base}.headers.{k}"),
-                        "not a valid HTTP header name and value",
-                    ));
-                    continue;
-                }
-                s.headers.push((k.clone(), value));
-            }
-        }
-        Some(other) => errors.push(SettingError::new(
-            path_of("headers"),
-            format!(
-                "must be a map of header names to values, found {}",
-                describe(other)
-            ),
-        )),
-    }
+    s.headers = common::headers(base, keys, errors);
 
     if let Some(v) = get("ssl.enabled")
         && !matches!(v, Value::Bool(_))
@@ -300,18 +265,13 @@ pub fn parse(
     {
         s.worker = n as usize;
     }
-    s.timeout = duration(keys, base, "timeout", DEFAULT_TIMEOUT, errors);
-    s.backoff_init = duration(keys, base, "backoff.init", DEFAULT_BACKOFF_INIT, errors);
-    s.backoff_max = duration(keys, base, "backoff.max", DEFAULT_BACKOFF_MAX, errors);
-    if s.backoff_init > s.backoff_max {
-        errors.push(SettingError::new(
-            path_of("backoff.init"),
-            format!(
-                "{:?} is longer than backoff.max ({:?}); the first wait cannot exceed the longest",
-                s.backoff_init, s.backoff_max
-            ),
-        ));
-    }
+    s.timeout = common::duration(base, keys, "timeout", DEFAULT_TIMEOUT, errors);
+    (s.backoff_init, s.backoff_max) = common::backoff(
+        base,
+        keys,
+        (DEFAULT_BACKOFF_INIT, DEFAULT_BACKOFF_MAX),
+        errors,
+    );
     s
 }
 
@@ -380,28 +340,6 @@ fn string(
             ));
             None
         }
-    }
-}
-
-fn duration(
-    keys: &BTreeMap<String, Value>,
-    base: &str,
-    key: &str,
-    default: Duration,
-    errors: &mut Vec<SettingError>,
-) -> Duration {
-    match given(keys, key) {
-        None => default,
-        Some(v) => match parse_duration(v) {
-            Ok(d) => d,
-            Err(why) => {
-                errors.push(SettingError::new(
-                    format!("{base}.{key}"),
-                    format!("{why}; write a duration such as 90s, 1m or 500ms"),
-                ));
-                default
-            }
-        },
     }
 }
 

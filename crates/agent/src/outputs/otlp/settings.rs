@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::super::{SettingError, describe, given, int_in};
-use crate::runtime::config::parse_duration;
+use super::super::{SettingError, common, describe, given, int_in};
 use crate::tls::Verification;
 
 /// Keys an `otlp` output accepts (after `tls`/`backoff` maps are
@@ -127,45 +126,11 @@ pub fn parse(
             format!("must be a URL string, found {}", describe(other)),
         )),
     }
-    match get("headers") {
-        None => {}
-        Some(Value::Map(m)) => {
-            for (k, v) in m.iter() {
-                let value = match v {
-                    Value::Str(t) => t.clone(),
-                    Value::Int(_) | Value::Float(_) | Value::Bool(_) => describe(v),
-                    other => {
-                        errors.push(SettingError::new(
-                            format!("{base}.headers.{k}"),
-                            format!("must be a string, found {}", describe(other)),
-                        ));
-                        continue;
-                    }
-                };
-                let lower = k.to_ascii_lowercase();
-                if tonic::metadata::MetadataKey::<tonic::metadata::Ascii>::from_bytes(
-                    lower.as_bytes(),
-                )
-                .is_err()
-                    || hyper::header::HeaderValue::from_str(&value).is_err()
-                {
-                    errors.push(SettingError::new(
-                        format!("{base}.headers.{k}"),
-                        "not a valid header name and value",
-                    ));
-                    continue;
-                }
-                s.headers.push((lower, value));
-            }
-        }
-        Some(other) => errors.push(SettingError::new(
-            path_of("headers"),
-            format!(
-                "must be a map of header names to values, found {}",
-                describe(other)
-            ),
-        )),
-    }
+    // gRPC metadata keys are lowercase.
+    s.headers = common::headers(base, keys, errors)
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
     match get("compression") {
         None => {}
         Some(Value::Str(c)) if c == "gzip" => s.gzip = true,
@@ -196,30 +161,12 @@ pub fn parse(
     {
         s.bulk_max_size = n as usize;
     }
-    for (key, slot, default) in [
-        ("timeout", &mut s.timeout, DEFAULT_TIMEOUT),
-        ("backoff.init", &mut s.backoff_init, DEFAULT_BACKOFF_INIT),
-        ("backoff.max", &mut s.backoff_max, DEFAULT_BACKOFF_MAX),
-    ] {
-        *slot = match get(key) {
-            None => default,
-            Some(v) => parse_duration(v).unwrap_or_else(|why| {
-                errors.push(SettingError::new(
-                    path_of(key),
-                    format!("{why}; write a duration such as 10s or 500ms"),
-                ));
-                default
-            }),
-        };
-    }
-    if s.backoff_init > s.backoff_max {
-        errors.push(SettingError::new(
-            path_of("backoff.init"),
-            format!(
-                "{:?} is longer than backoff.max ({:?}); the first wait cannot exceed the longest",
-                s.backoff_init, s.backoff_max
-            ),
-        ));
-    }
+    s.timeout = common::duration(base, keys, "timeout", DEFAULT_TIMEOUT, errors);
+    (s.backoff_init, s.backoff_max) = common::backoff(
+        base,
+        keys,
+        (DEFAULT_BACKOFF_INIT, DEFAULT_BACKOFF_MAX),
+        errors,
+    );
     s
 }

@@ -48,14 +48,7 @@ pub enum Transport {
         timeout: Duration,
     },
     /// OTLP/HTTP.
-    Http {
-        client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
-        logs_url: String,
-        metrics_url: String,
-        headers: Vec<(String, String)>,
-        gzip: bool,
-        timeout: Duration,
-    },
+    Http(HttpExporter),
 }
 
 impl Transport {
@@ -69,11 +62,7 @@ impl Transport {
             Protocol::Grpc => {
                 // The builder offers h2 by ALPN; tonic speaks HTTP/2 on
                 // plain connections too.
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http2()
-                    .build();
+                let https = crate::tls::https_connector(tls, true);
                 let endpoint = Endpoint::from_shared(s.endpoint.clone())
                     .map_err(|e| format!("endpoint {}: {e}", s.endpoint))?
                     .timeout(s.timeout)
@@ -95,19 +84,14 @@ impl Transport {
                 })
             }
             Protocol::HttpProtobuf => {
-                let https = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
-                Ok(Transport::Http {
+                let https = crate::tls::https_connector(tls, false);
+                Ok(Transport::Http(HttpExporter {
                     client: HttpClient::builder(TokioExecutor::new()).build(https),
-                    logs_url: format!("{}/v1/logs", s.endpoint),
-                    metrics_url: format!("{}/v1/metrics", s.endpoint),
+                    endpoint: s.endpoint.clone(),
                     headers: s.headers.clone(),
                     gzip: s.gzip,
                     timeout: s.timeout,
-                })
+                }))
             }
         }
     }
@@ -115,82 +99,76 @@ impl Transport {
     /// Exports log records; returns how many the receiver rejected
     /// (partial success).
     pub async fn logs(&mut self, req: ExportLogsServiceRequest) -> Result<u64, ExportError> {
-        match self {
+        let partial = match self {
             Transport::Grpc {
                 logs,
                 headers,
                 timeout,
                 ..
             } => {
-                let r = logs.export(grpc_request(req, headers, *timeout)).await;
-                let answer = r.map_err(grpc_error)?.into_inner();
-                Ok(answer
-                    .partial_success
-                    .map_or(0, |p| p.rejected_log_records.max(0) as u64))
+                let answer = logs.export(grpc_request(req, headers, *timeout)).await;
+                answer.map_err(grpc_error)?.into_inner().partial_success
             }
-            Transport::Http {
-                client,
-                logs_url,
-                headers,
-                gzip,
-                timeout,
-                ..
-            } => {
-                let body = post(
-                    client,
-                    logs_url,
-                    req.encode_to_vec(),
-                    headers,
-                    *gzip,
-                    *timeout,
-                )
-                .await?;
-                let answer = ExportLogsServiceResponse::decode(body).unwrap_or_default();
-                Ok(answer
+            Transport::Http(h) => {
+                let url = format!("{}/v1/logs", h.endpoint);
+                h.export::<ExportLogsServiceResponse>(&url, &req)
+                    .await?
                     .partial_success
-                    .map_or(0, |p| p.rejected_log_records.max(0) as u64))
             }
-        }
+        };
+        Ok(partial.map_or(0, |p| p.rejected_log_records.max(0) as u64))
     }
 
     /// Exports data points; returns how many the receiver rejected.
     pub async fn metrics(&mut self, req: ExportMetricsServiceRequest) -> Result<u64, ExportError> {
-        match self {
+        let partial = match self {
             Transport::Grpc {
                 metrics,
                 headers,
                 timeout,
                 ..
             } => {
-                let r = metrics.export(grpc_request(req, headers, *timeout)).await;
-                let answer = r.map_err(grpc_error)?.into_inner();
-                Ok(answer
-                    .partial_success
-                    .map_or(0, |p| p.rejected_data_points.max(0) as u64))
+                let answer = metrics.export(grpc_request(req, headers, *timeout)).await;
+                answer.map_err(grpc_error)?.into_inner().partial_success
             }
-            Transport::Http {
-                client,
-                metrics_url,
-                headers,
-                gzip,
-                timeout,
-                ..
-            } => {
-                let body = post(
-                    client,
-                    metrics_url,
-                    req.encode_to_vec(),
-                    headers,
-                    *gzip,
-                    *timeout,
-                )
-                .await?;
-                let answer = ExportMetricsServiceResponse::decode(body).unwrap_or_default();
-                Ok(answer
+            Transport::Http(h) => {
+                let url = format!("{}/v1/metrics", h.endpoint);
+                h.export::<ExportMetricsServiceResponse>(&url, &req)
+                    .await?
                     .partial_success
-                    .map_or(0, |p| p.rejected_data_points.max(0) as u64))
             }
-        }
+        };
+        Ok(partial.map_or(0, |p| p.rejected_data_points.max(0) as u64))
+    }
+}
+
+/// OTLP/HTTP: protobuf bodies posted to `ENDPOINT/v1/{logs,metrics}`.
+pub struct HttpExporter {
+    client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    endpoint: String,
+    headers: Vec<(String, String)>,
+    gzip: bool,
+    timeout: Duration,
+}
+
+impl HttpExporter {
+    /// Posts `req` to `url` and decodes the answer (an empty answer is a
+    /// success with no partial-success detail).
+    async fn export<A: Message + Default>(
+        &self,
+        url: &str,
+        req: &impl Message,
+    ) -> Result<A, ExportError> {
+        let body = post(
+            &self.client,
+            url,
+            req.encode_to_vec(),
+            &self.headers,
+            self.gzip,
+            self.timeout,
+        )
+        .await?;
+        Ok(A::decode(body).unwrap_or_default())
     }
 }
 
@@ -269,7 +247,7 @@ async fn post(
         let resp = client
             .request(req)
             .await
-            .map_err(|e| failed(format!("{url}: {e}")))?;
+            .map_err(|e| failed(format!("{url}: {}", crate::tls::error_chain(&e))))?;
         let status = resp.status();
         let retry_after = resp
             .headers()

@@ -260,3 +260,77 @@ async fn the_cluster_metrics_example_collects_state_apiserver_and_events() -> Re
     assert_eq!(shipped["@metadata"]["_id"].as_str().map(str::len), Some(32));
     Ok(())
 }
+
+/// The original leader-election proposal's policy
+/// (`examples/leader-election-proposal.yaml`), changed only where the
+/// proposal is wrong (`== 'true'` is never true: `== true`) and where this
+/// machine differs from a cluster (the kube-state-metrics Service name is
+/// replaced by the test's address), runs and ships `state_node` documents
+/// to a real OpenSearch through its `elasticsearch` output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_original_proposals_policy_ships_state_metrics_to_opensearch() -> Result<()> {
+    use leasehold_testkit::sinks::{SinkKind, TestSink};
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    let admin = plane.admin_client().await?;
+    leasehold_testkit::objects::ready_node(&admin, "proposal-node").await?;
+    let ns = plane.namespace("example-proposal").await?;
+    let dir = tempfile::tempdir()?;
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let ksm_host = ksm
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let original = std::fs::read_to_string(example("leader-election-proposal.yaml"))?;
+    let text = original
+        .replace("== 'true'", "== true")
+        .replace("'kube-state-metrics:8080'", &format!("'{ksm_host}'"));
+    assert_ne!(text, original);
+    let policy = dir.path().join("proposal.yaml");
+    std::fs::write(&policy, text)?;
+    let mut agent = AgentProc::spawn_with_env(
+        &policy,
+        &plane.agent_kubeconfig(2),
+        2,
+        ns.name(),
+        &dir.path().join("out"),
+        &[("ES_HOST", sink.url().to_string())],
+    )?;
+    agent.wait_ready()?;
+    // Lease duration 15 s (a new Lease is taken after one duration), then
+    // the next 10 s period.
+    let docs = agents::docs::wait_docs(
+        &sink,
+        "metrics-kubernetes.state_node-default",
+        &[
+            "kubernetes.node.name",
+            "kubernetes.node.status.ready",
+            "leader",
+        ],
+        Duration::from_secs(15 + 10) + MARGIN * 3,
+        "state_node documents in OpenSearch",
+        |d| {
+            d.iter()
+                .any(|v| v["kubernetes"]["node"]["name"] == "proposal-node")
+        },
+    )?;
+    let doc = docs
+        .iter()
+        .find(|v| v["kubernetes"]["node"]["name"] == "proposal-node")
+        .context("the node's document")?;
+    assert_eq!(
+        doc["kubernetes"]["node"]["status"]["ready"], "true",
+        "{doc}"
+    );
+    assert_eq!(doc["leader"]["lease"], "agent-k8s-leader-lock", "{doc}");
+    let data_streams = sink.get_json("/_data_stream/metrics-kubernetes.state_node-default")?;
+    assert_eq!(
+        data_streams["data_streams"][0]["name"], "metrics-kubernetes.state_node-default",
+        "{data_streams}"
+    );
+    agent.signal(libc::SIGTERM);
+    assert_eq!(agent.wait_exit(Duration::from_secs(20))?, Some(0));
+    Ok(())
+}

@@ -17,12 +17,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use hyper::StatusCode;
 
 use super::queue::{Batch, Sink};
 use bulk::Outcome;
 use client::{Client, RequestError, status_error};
 pub use settings::ElasticsearchSettings;
+
+/// Requests per worker in one batch: the writer waits for a whole batch
+/// before it takes the next, so a batch spans several rounds of requests
+/// to keep every worker busy between the waits.
+const REQUESTS_PER_WORKER: usize = 4;
 
 /// The sink of one `elasticsearch` output.
 pub(super) struct ElasticsearchSink {
@@ -76,39 +82,38 @@ impl ElasticsearchSink {
             .map(|(i, c)| (i * size, c))
             .collect();
         let mut first_error = None;
-        for wave in chunks.chunks(self.worker) {
-            let requests = wave.iter().map(|(start, chunk)| async move {
-                let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
-                for line in *chunk {
-                    bulk::append(&mut body, line);
+        // `worker` requests in flight; the next starts as soon as one ends.
+        let requests = chunks.into_iter().map(|(start, chunk)| async move {
+            let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
+            for line in chunk {
+                bulk::append(&mut body, line);
+            }
+            (start, chunk.len(), self.client.bulk(body).await)
+        });
+        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.worker);
+        while let Some((start, n, result)) = answers.next().await {
+            match result {
+                Ok((status, answer)) if status.is_success() => match bulk::judge(&answer, n) {
+                    Ok(items) => {
+                        for (k, o) in items.into_iter().enumerate() {
+                            outcomes[start + k] = Some(o);
+                        }
+                    }
+                    Err(why) => {
+                        first_error.get_or_insert(why);
+                    }
+                },
+                Ok((status, answer)) => {
+                    if status == StatusCode::PAYLOAD_TOO_LARGE && n > 1 {
+                        self.request_size.store((n / 2).max(1), Ordering::Relaxed);
+                    }
+                    first_error.get_or_insert(status_error(status, &answer, "/_bulk").to_string());
                 }
-                (*start, chunk.len(), self.client.bulk(body).await)
-            });
-            for (start, n, result) in futures_util::future::join_all(requests).await {
-                match result {
-                    Ok((status, answer)) if status.is_success() => match bulk::judge(&answer, n) {
-                        Ok(items) => {
-                            for (k, o) in items.into_iter().enumerate() {
-                                outcomes[start + k] = Some(o);
-                            }
-                        }
-                        Err(why) => {
-                            first_error.get_or_insert(why);
-                        }
-                    },
-                    Ok((status, answer)) => {
-                        if status == StatusCode::PAYLOAD_TOO_LARGE && n > 1 {
-                            self.request_size.store((n / 2).max(1), Ordering::Relaxed);
-                        }
-                        first_error
-                            .get_or_insert(status_error(status, &answer, "/_bulk").to_string());
+                Err(e) => {
+                    if matches!(e, RequestError::Unreachable(_)) {
+                        self.client.forget_server();
                     }
-                    Err(e) => {
-                        if matches!(e, RequestError::Unreachable(_)) {
-                            self.client.forget_server();
-                        }
-                        first_error.get_or_insert(e.to_string());
-                    }
+                    first_error.get_or_insert(e.to_string());
                 }
             }
         }
@@ -177,7 +182,7 @@ impl Sink for ElasticsearchSink {
     }
 
     fn max_batch(&self) -> usize {
-        self.bulk_max_size * self.worker
+        self.bulk_max_size * self.worker * REQUESTS_PER_WORKER
     }
 
     fn backoff(&self) -> (Duration, Duration) {

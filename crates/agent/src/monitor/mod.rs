@@ -609,7 +609,14 @@ mod tests {
         board.input_started("z", "exec");
         board.input_failed("z", "exit status 2");
         board.input_dropped("y", "needs a provider that is not configured");
-        board.set_output_depths(Arc::new(|| vec![("default".into(), "file".into(), 4)]));
+        board.set_output_depths(Arc::new(|| {
+            vec![OutputStatus {
+                name: "default".into(),
+                kind: "file".into(),
+                queue_depth: 4,
+                health: Default::default(),
+            }]
+        }));
         board.policy_loaded("/etc/leasehold/policy.yaml");
         board.policy_rejected("line 3: unknown key");
         let s = start(Monitor::new(board, SharedRegistry::default())).await;

@@ -142,8 +142,9 @@ pub struct PolicyStatus {
     pub reload_failures: u64,
 }
 
-/// Reports the queue depth of every output: `(name, type, depth)`.
-pub type OutputDepths = Arc<dyn Fn() -> Vec<(String, String, usize)> + Send + Sync>;
+/// Reports every output as it is now (queue depth, health), read each
+/// time the document is served.
+pub type OutputDepths = Arc<dyn Fn() -> Vec<OutputStatus> + Send + Sync>;
 
 /// The current time, RFC 3339 in UTC, whole seconds.
 pub fn now_rfc3339() -> String {
@@ -371,15 +372,7 @@ impl StatusBoard {
             (doc, b.output_depths.clone())
         };
         if let Some(depths) = depths {
-            doc.outputs = depths()
-                .into_iter()
-                .map(|(name, kind, queue_depth)| OutputStatus {
-                    name,
-                    kind,
-                    queue_depth,
-                    health: Default::default(),
-                })
-                .collect();
+            doc.outputs = depths();
         }
         doc
     }
@@ -466,7 +459,14 @@ mod tests {
             health: Default::default(),
         }]);
         assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
-        b.set_output_depths(Arc::new(|| vec![("default".into(), "file".into(), 7)]));
+        b.set_output_depths(Arc::new(|| {
+            vec![OutputStatus {
+                name: "default".into(),
+                kind: "file".into(),
+                queue_depth: 7,
+                health: Default::default(),
+            }]
+        }));
         assert_eq!(b.snapshot().outputs[0].queue_depth, 7);
     }
 

@@ -689,6 +689,11 @@ impl EventSender {
         self.queue.depth()
     }
 
+    /// Whether the output is delivering, and its latest error.
+    pub fn health(&self) -> OutputHealth {
+        self.handles.health.get()
+    }
+
     /// True once the output no longer accepts events.
     pub fn is_closed(&self) -> bool {
         self.queue.is_closed()

@@ -289,7 +289,6 @@ impl Agent {
                     if self.policy_changed() {
                         self.reload("policy file changed").await;
                     }
-                    self.publish_outputs();
                     self.prune_stopping();
                 }
                 Some(ev) = self.events_rx.recv() => {
@@ -745,19 +744,29 @@ impl Agent {
         }
     }
 
+    /// Serves the outputs in `/status` live: depth and health are read
+    /// each time the document is.
     fn publish_outputs(&self) {
-        let out = self
+        let outputs: Vec<(String, String, crate::outputs::EventSender)> = self
             .loaded
             .outputs
             .iter()
-            .map(|o| OutputStatus {
-                name: o.name.clone(),
-                kind: o.kind.type_name().to_string(),
-                queue_depth: self.outputs.depth(&o.name).unwrap_or(0),
-                health: self.outputs.health(&o.name).unwrap_or_default(),
+            .filter_map(|o| {
+                let sender = self.outputs.sender(&o.name)?;
+                Some((o.name.clone(), o.kind.type_name().to_string(), sender))
             })
             .collect();
-        self.board.set_outputs(out);
+        self.board.set_output_depths(Arc::new(move || {
+            outputs
+                .iter()
+                .map(|(name, kind, sender)| OutputStatus {
+                    name: name.clone(),
+                    kind: kind.clone(),
+                    queue_depth: sender.depth(),
+                    health: sender.health(),
+                })
+                .collect()
+        }));
     }
 
     /// Stops inputs (letting them ship what they already produced), releases

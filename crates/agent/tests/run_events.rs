@@ -28,7 +28,7 @@ fn shipped(c: &Cluster<'_>) -> Result<BTreeMap<String, Vec<(String, String)>>> {
         let Ok(text) = std::fs::read_to_string(dir.join("events.ndjson")) else {
             continue;
         };
-        for line in text.lines() {
+        for line in complete_lines(&text) {
             let v: Value = serde_json::from_str(line)?;
             if v["input"]["id"] != "events" {
                 continue;

@@ -24,7 +24,7 @@ fn wait_line(file: &Path, within: Duration, pred: impl Fn(&Value) -> bool) -> Re
     let deadline = Instant::now() + within;
     loop {
         if let Ok(text) = std::fs::read_to_string(file) {
-            for line in text.lines() {
+            for line in complete_lines(&text) {
                 let v: Value = serde_json::from_str(line)?;
                 if pred(&v) {
                     return Ok(v);

@@ -21,7 +21,9 @@ fn docs(dir: &Path) -> Result<Vec<Value>> {
     let Ok(text) = std::fs::read_to_string(dir.join("events.ndjson")) else {
         return Ok(Vec::new());
     };
-    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+    complete_lines(&text)
+        .map(|l| Ok(serde_json::from_str(l)?))
+        .collect()
 }
 
 /// Waits until `pred` holds for the documents written so far.

@@ -13,6 +13,7 @@ pub mod prometheus;
 pub mod schedule;
 pub mod scrape;
 pub mod settings;
+pub mod system;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,16 +27,17 @@ pub use settings::{DataStream, Problem};
 use crate::runtime::sink::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 4] = [
+pub const TYPES: [&str; 5] = [
     "exec",
     "prometheus/metrics",
     "kubernetes/metrics",
     "kubernetes/events",
+    "system/metrics",
 ];
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
 /// warns, `run` lists such inputs as dropped.
-pub const NOT_YET: [&str; 4] = ["http/metrics", "filestream", "system/metrics", "logfile"];
+pub const NOT_YET: [&str; 3] = ["http/metrics", "filestream", "logfile"];
 
 /// What a running input gets.
 pub struct InputContext {
@@ -108,6 +110,13 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             dataset: "kubernetes.event".into(),
             ..DataStream::default()
         },
+        // Each metricset to `metrics-system.<metricset>-*` unless a
+        // dataset is written.
+        "system/metrics" => DataStream {
+            kind: "metrics".into(),
+            dataset: "system".into(),
+            ..DataStream::default()
+        },
         _ => DataStream::default(),
     };
     let data_stream = DataStream::read_map(map, &base, &mut problems);
@@ -128,6 +137,10 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             &mut problems,
         )
         .map(|e| Arc::new(e) as Arc<dyn Input>),
+        "system/metrics" => {
+            system::SystemMetrics::from_settings(&input_id(map), map, &data_stream, &mut problems)
+                .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
         t if NOT_YET.contains(&t) => {
             problems.push(
                 Problem::new(

@@ -289,7 +289,7 @@ pub fn read_streams(
 
 /// Adds a stream's problems to the input's, under `streams.N.` when the
 /// input has streams.
-fn push_with_prefix(out: &mut Vec<Problem>, prefix: &str, problems: Vec<Problem>) {
+pub fn push_with_prefix(out: &mut Vec<Problem>, prefix: &str, problems: Vec<Problem>) {
     for mut problem in problems {
         if !prefix.is_empty() {
             let mut path: Vec<String> = prefix

@@ -346,7 +346,7 @@ pub fn read_events(dir: &Path) -> Result<Vec<Ev>> {
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f)?;
-        for line in text.lines() {
+        for line in complete_lines(&text) {
             let v: Value = serde_json::from_str(line)
                 .with_context(|| format!("{}: bad line {line:?}", f.display()))?;
             out.push(Ev {
@@ -360,6 +360,14 @@ pub fn read_events(dir: &Path) -> Result<Vec<Ev>> {
         }
     }
     Ok(out)
+}
+
+/// The lines of `text` that end in a newline: a line an agent is writing
+/// right now is read next time, whole.
+pub fn complete_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| l.trim_end_matches(['\n', '\r']))
 }
 
 /// RFC 3339 to microseconds since the epoch.

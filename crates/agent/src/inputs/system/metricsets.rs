@@ -1,0 +1,326 @@
+//! The `system/metrics` metricsets: one reading of the host, as
+//! Metricbeat's `system` module shapes its documents.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::proc::{self, CpuTicks};
+
+/// Metricsets this input runs.
+pub const METRICSETS: [&str; 8] = [
+    "cpu",
+    "load",
+    "memory",
+    "network",
+    "filesystem",
+    "diskio",
+    "process_summary",
+    "uptime",
+];
+
+/// Reads the host under `root` (`/`, or `/hostfs` where a DaemonSet mounts
+/// the host's root).
+#[derive(Debug, Clone)]
+pub struct Host {
+    root: PathBuf,
+}
+
+/// One document: what it is about (for its id) and its fields.
+pub struct Doc {
+    pub object: String,
+    pub fields: Map<String, Value>,
+}
+
+impl Host {
+    /// The host whose root file system is at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Host {
+        Host { root: root.into() }
+    }
+
+    fn read(&self, rel: &str) -> Result<String, String> {
+        let path = self.root.join(rel);
+        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// CPU time so far and the number of cores.
+    pub fn cpu_ticks(&self) -> Result<(CpuTicks, usize), String> {
+        let text = self.read("proc/stat")?;
+        proc::cpu(&text).ok_or_else(|| "proc/stat: no `cpu` line".to_string())
+    }
+
+    /// The documents of `metricset`; `prev_cpu` is the previous CPU reading
+    /// (`cpu` needs two).
+    pub fn documents(
+        &self,
+        metricset: &str,
+        prev_cpu: &mut Option<CpuTicks>,
+    ) -> Result<Vec<Doc>, String> {
+        let one = |fields: Value| {
+            Ok(vec![Doc {
+                object: String::new(),
+                fields: object(fields),
+            }])
+        };
+        match metricset {
+            "cpu" => {
+                let (now, cores) = self.cpu_ticks()?;
+                let Some(before) = prev_cpu.replace(now) else {
+                    return Ok(Vec::new());
+                };
+                one(cpu_fields(&before, &now, cores))
+            }
+            "load" => {
+                let [l1, l5, l15] = proc::loadavg(&self.read("proc/loadavg")?)
+                    .ok_or("proc/loadavg: unreadable")?;
+                let cores = self.cpu_ticks()?.1 as f64;
+                one(json!({"system": {"load": {
+                    "1": l1, "5": l5, "15": l15, "cores": cores as u64,
+                    "norm": {"1": l1 / cores, "5": l5 / cores, "15": l15 / cores},
+                }}}))
+            }
+            "memory" => one(memory_fields(&proc::meminfo(&self.read("proc/meminfo")?))),
+            "network" => Ok(proc::net_dev(&self.read("proc/net/dev")?)
+                .into_iter()
+                .map(|i| Doc {
+                    object: i.name.clone(),
+                    fields: object(json!({"system": {"network": {
+                        "name": i.name,
+                        "in": {"bytes": i.in_bytes, "packets": i.in_packets, "errors": i.in_errors, "dropped": i.in_dropped},
+                        "out": {"bytes": i.out_bytes, "packets": i.out_packets, "errors": i.out_errors, "dropped": i.out_dropped},
+                    }}})),
+                })
+                .collect()),
+            "diskio" => Ok(proc::diskstats(&self.read("proc/diskstats")?)
+                .into_iter()
+                .map(|d| Doc {
+                    object: d.name.clone(),
+                    fields: object(json!({"system": {"diskio": {
+                        "name": d.name,
+                        "read": {"count": d.reads, "bytes": d.read_bytes, "time": d.read_ms},
+                        "write": {"count": d.writes, "bytes": d.write_bytes, "time": d.write_ms},
+                        "io": {"time": d.io_ms},
+                    }}})),
+                })
+                .collect()),
+            "filesystem" => self.filesystems(),
+            "process_summary" => one(self.process_summary()?),
+            "uptime" => {
+                let s = proc::uptime(&self.read("proc/uptime")?).ok_or("proc/uptime: unreadable")?;
+                one(json!({"system": {"uptime": {"duration": {"ms": (s * 1000.0) as u64}}}}))
+            }
+            other => Err(format!("unknown metricset {other}")),
+        }
+    }
+
+    fn filesystems(&self) -> Result<Vec<Doc>, String> {
+        // The host's mount table is init's; our own when the root is ours.
+        let table = if self.root == Path::new("/") {
+            "proc/self/mounts"
+        } else {
+            "proc/1/mounts"
+        };
+        let nodev = proc::nodev_filesystems(&self.read("proc/filesystems").unwrap_or_default());
+        let mut docs = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for m in proc::mounts(&self.read(table)?) {
+            if nodev.contains(&m.fs_type) || !seen.insert(m.mount_point.clone()) {
+                continue;
+            }
+            let path = self.root.join(m.mount_point.trim_start_matches('/'));
+            let Some(s) = statvfs(&path) else { continue };
+            let used = s.total.saturating_sub(s.free);
+            docs.push(Doc {
+                object: m.mount_point.clone(),
+                fields: object(json!({"system": {"filesystem": {
+                    "device_name": m.device,
+                    "mount_point": m.mount_point,
+                    "type": m.fs_type,
+                    "total": s.total,
+                    "free": s.free,
+                    "available": s.available,
+                    "used": {"bytes": used, "pct": ratio(used, used + s.available)},
+                    "files": s.files,
+                    "free_files": s.free_files,
+                }}})),
+            });
+        }
+        Ok(docs)
+    }
+
+    fn process_summary(&self) -> Result<Value, String> {
+        let dir = self.root.join("proc");
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut counts = [0u64; 7];
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            // A process may end between the listing and the read.
+            let Ok(stat) = std::fs::read_to_string(dir.join(pid).join("stat")) else {
+                continue;
+            };
+            let i = match proc::process_state(&stat) {
+                Some('R') => 0,
+                Some('S') => 1,
+                Some('D') => 1,
+                Some('T' | 't') => 2,
+                Some('Z') => 3,
+                Some('I') => 4,
+                Some('X' | 'x') => 5,
+                _ => 6,
+            };
+            counts[i] += 1;
+        }
+        let total: u64 = counts.iter().sum();
+        Ok(json!({"system": {"process": {"summary": {
+            "total": total, "running": counts[0], "sleeping": counts[1], "stopped": counts[2],
+            "zombie": counts[3], "idle": counts[4], "dead": counts[5], "unknown": counts[6],
+        }}}}))
+    }
+}
+
+/// CPU use between two readings: `pct` per state is a share of one core
+/// times the cores (0 to `cores`), `norm.pct` a share of the machine (0 to
+/// 1), as Metricbeat reports them; `total` is everything but idle and
+/// iowait.
+pub fn cpu_fields(before: &CpuTicks, now: &CpuTicks, cores: usize) -> Value {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let total = d(before.total(), now.total());
+    let cores_f = cores as f64;
+    let state = |ticks: u64| {
+        let share = ratio(ticks, total);
+        json!({"pct": share * cores_f, "norm": {"pct": share}})
+    };
+    let idle = d(before.idle, now.idle);
+    let iowait = d(before.iowait, now.iowait);
+    let busy = total.saturating_sub(idle + iowait);
+    json!({"system": {"cpu": {
+        "cores": cores,
+        "user": state(d(before.user, now.user)),
+        "nice": state(d(before.nice, now.nice)),
+        "system": state(d(before.system, now.system)),
+        "idle": state(idle),
+        "iowait": state(iowait),
+        "irq": state(d(before.irq, now.irq)),
+        "softirq": state(d(before.softirq, now.softirq)),
+        "steal": state(d(before.steal, now.steal)),
+        "total": state(busy),
+    }}})
+}
+
+/// `system.memory.*` from `/proc/meminfo` (bytes): `used` counts caches,
+/// `actual.used` does not (MemAvailable).
+pub fn memory_fields(m: &std::collections::BTreeMap<String, u64>) -> Value {
+    let get = |k: &str| m.get(k).copied().unwrap_or(0);
+    let total = get("MemTotal");
+    let free = get("MemFree");
+    let available = m.get("MemAvailable").copied().unwrap_or(free);
+    let swap_total = get("SwapTotal");
+    let swap_free = get("SwapFree");
+    let used = total.saturating_sub(free);
+    let actual_used = total.saturating_sub(available);
+    let swap_used = swap_total.saturating_sub(swap_free);
+    json!({"system": {"memory": {
+        "total": total,
+        "free": free,
+        "used": {"bytes": used, "pct": ratio(used, total)},
+        "actual": {"free": available, "used": {"bytes": actual_used, "pct": ratio(actual_used, total)}},
+        "swap": {"total": swap_total, "free": swap_free, "used": {"bytes": swap_used, "pct": ratio(swap_used, swap_total)}},
+    }}})
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+struct FsStats {
+    total: u64,
+    free: u64,
+    available: u64,
+    files: u64,
+    free_files: u64,
+}
+
+/// `statvfs(2)` of `path`; `None` when it cannot be read (gone, no
+/// permission).
+fn statvfs(path: &Path) -> Option<FsStats> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid buffer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    let frsize = s.f_frsize as u64;
+    Some(FsStats {
+        total: s.f_blocks as u64 * frsize,
+        free: s.f_bfree as u64 * frsize,
+        available: s.f_bavail as u64 * frsize,
+        files: s.f_files as u64,
+        free_files: s.f_ffree as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_shares_sum_to_the_cores() {
+        let a = CpuTicks {
+            user: 100,
+            system: 50,
+            idle: 800,
+            iowait: 50,
+            ..Default::default()
+        };
+        let b = CpuTicks {
+            user: 300,
+            system: 100,
+            idle: 1500,
+            iowait: 100,
+            ..Default::default()
+        };
+        let v = cpu_fields(&a, &b, 2);
+        let c = &v["system"]["cpu"];
+        let sum: f64 = [
+            "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+        ]
+        .iter()
+        .map(|s| c[s]["pct"].as_f64().unwrap())
+        .sum();
+        assert!((sum - 2.0).abs() < 1e-9, "{sum}");
+        assert!((c["user"]["norm"]["pct"].as_f64().unwrap() - 0.2).abs() < 1e-9);
+        assert!((c["total"]["norm"]["pct"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn memory_used_and_actual_used() {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("MemTotal".to_string(), 1000);
+        m.insert("MemFree".to_string(), 100);
+        m.insert("MemAvailable".to_string(), 600);
+        let v = memory_fields(&m);
+        let mem = &v["system"]["memory"];
+        assert_eq!(mem["used"]["bytes"], 900);
+        assert_eq!(mem["actual"]["used"]["bytes"], 400);
+        assert_eq!(mem["actual"]["used"]["pct"], 0.4);
+        assert_eq!(mem["swap"]["used"]["pct"], 0.0);
+    }
+}

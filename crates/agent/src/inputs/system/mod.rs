@@ -1,0 +1,298 @@
+//! `system/metrics`: the host's CPU, load, memory, network, file systems,
+//! disks, processes and uptime, read from `/proc` every `period`, shaped
+//! as Metricbeat's `system` module. Runs on every agent (node-local).
+//!
+//! `system.hostfs` (or `hostfs`) points at the host's root when the agent
+//! runs in a container that mounts it (`/hostfs`), so the documents
+//! describe the node, not the container.
+
+mod metricsets;
+mod proc;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use leasehold_policy::{Map, Value};
+use serde_json::json;
+
+use super::scrape::duration;
+use super::settings::{DataStream, Problem, unknown_keys_lenient, unresolved};
+use super::{Input, InputContext};
+use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
+pub use metricsets::{Host, METRICSETS};
+
+/// Keys of a stream (and of the input, where streams are not used).
+const KEYS: [&str; 5] = ["metricsets", "period", "system.hostfs", "hostfs", "system"];
+/// Metricbeat's default `period`.
+const DEFAULT_PERIOD: Duration = Duration::from_secs(10);
+
+/// One stream: metricsets read together every `period`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stream {
+    pub metricsets: Vec<String>,
+    pub period: Duration,
+    pub root: PathBuf,
+    /// `data_stream.dataset` was written: every metricset goes there;
+    /// otherwise each to `system.<metricset>`.
+    pub dataset: Option<String>,
+    pub data_stream: DataStream,
+}
+
+/// A `system/metrics` input.
+#[derive(Debug)]
+pub struct SystemMetrics {
+    id: String,
+    streams: Vec<Stream>,
+}
+
+impl SystemMetrics {
+    /// Reads the input's settings; Elastic's settings this version does not
+    /// use are warnings.
+    pub fn from_settings(
+        id: &str,
+        map: &Map,
+        ds: &DataStream,
+        out: &mut Vec<Problem>,
+    ) -> Option<SystemMetrics> {
+        let before = out.len();
+        let mut keys = KEYS.to_vec();
+        keys.push("streams");
+        unknown_keys_lenient(map, &keys, "system/metrics", out);
+        let input_root = hostfs(map, out);
+        let own: Vec<Map> = match map.get("streams") {
+            None | Some(Value::Null) => vec![map.clone()],
+            Some(Value::List(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match s {
+                    Value::Map(m) => Some(m.clone()),
+                    other => {
+                        out.push(Problem::new(
+                            &format!("streams.{i}"),
+                            format!("must be a mapping, found {}", other.type_name()),
+                        ));
+                        None
+                    }
+                })
+                .collect(),
+            Some(other) => {
+                out.push(Problem::new(
+                    "streams",
+                    format!("must be a list of mappings, found {}", other.type_name()),
+                ));
+                Vec::new()
+            }
+        };
+        let mut streams = Vec::new();
+        for (i, m) in own.iter().enumerate() {
+            let prefix = if map.get("streams").is_some() {
+                format!("streams.{i}.")
+            } else {
+                String::new()
+            };
+            let mut p = Vec::new();
+            if !prefix.is_empty() {
+                unknown_keys_lenient(m, &KEYS, "system/metrics", &mut p);
+            }
+            let names: Vec<String> = match m.get("metricsets") {
+                None | Some(Value::Null) => {
+                    p.push(
+                        Problem::new("metricsets", "is required")
+                            .hint(format!("available: {}", METRICSETS.join(", "))),
+                    );
+                    Vec::new()
+                }
+                Some(Value::List(items)) => items
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::Str(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                Some(Value::Str(s)) => vec![s.clone()],
+                Some(v) if unresolved(v) => Vec::new(),
+                Some(other) => {
+                    p.push(Problem::new(
+                        "metricsets",
+                        format!("must be a list, found {}", other.type_name()),
+                    ));
+                    Vec::new()
+                }
+            };
+            let mut sets = Vec::new();
+            for n in names {
+                if METRICSETS.contains(&n.as_str()) {
+                    sets.push(n);
+                } else {
+                    // Metricbeat has more (`process`, `socket_summary`, …).
+                    p.push(
+                        Problem::warning(
+                            "metricsets",
+                            format!(
+                                "metricset `{n}` is not available in this version; it is skipped"
+                            ),
+                        )
+                        .hint(format!("available: {}", METRICSETS.join(", "))),
+                    );
+                }
+            }
+            let period = duration(m, "period", DEFAULT_PERIOD, &mut p);
+            let root = if m.get("system.hostfs").is_some() || m.get("hostfs").is_some() {
+                hostfs(m, &mut p)
+            } else {
+                input_root.clone()
+            };
+            let stream_ds = DataStream::read_map(m, ds, &mut p);
+            let dataset = explicit_dataset(m).then(|| stream_ds.dataset.clone());
+            super::prometheus::push_with_prefix(out, &prefix, p);
+            if !sets.is_empty() {
+                streams.push(Stream {
+                    metricsets: sets,
+                    period,
+                    root,
+                    dataset,
+                    data_stream: stream_ds,
+                });
+            }
+        }
+        if out[before..].iter().any(|p| !p.warning) {
+            return None;
+        }
+        Some(SystemMetrics {
+            id: id.to_string(),
+            streams,
+        })
+    }
+}
+
+/// Whether `data_stream.dataset` is written in `m`, dotted or nested.
+fn explicit_dataset(m: &Map) -> bool {
+    m.get("data_stream.dataset").is_some()
+        || matches!(m.get("data_stream"), Some(Value::Map(d)) if d.get("dataset").is_some())
+}
+
+/// `system.hostfs` / `hostfs` (also `system: {hostfs: …}`); `/` when unset.
+fn hostfs(m: &Map, out: &mut Vec<Problem>) -> PathBuf {
+    let nested = match m.get("system") {
+        Some(Value::Map(s)) => s.get("hostfs").cloned(),
+        _ => None,
+    };
+    let v = m
+        .get("system.hostfs")
+        .cloned()
+        .or(nested)
+        .or_else(|| m.get("hostfs").cloned());
+    match v {
+        None | Some(Value::Null) => PathBuf::from("/"),
+        Some(Value::Str(s)) if s.starts_with('/') => PathBuf::from(s),
+        Some(v) if unresolved(&v) => PathBuf::from("/"),
+        Some(other) => {
+            out.push(Problem::new(
+                "system.hostfs",
+                format!(
+                    "must be an absolute path (the host's root as mounted, e.g. /hostfs), found {}",
+                    other.to_subst_text()
+                ),
+            ));
+            PathBuf::from("/")
+        }
+    }
+}
+
+impl Input for SystemMetrics {
+    fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            for stream in self.streams.clone() {
+                tasks.spawn(run_stream(
+                    self.id.clone(),
+                    stream,
+                    ctx.sink.clone(),
+                    ctx.cancel.clone(),
+                ));
+            }
+            ctx.cancel.cancelled().await;
+            tasks.shutdown().await;
+            Ok(())
+        })
+    }
+}
+
+async fn run_stream(
+    input_id: String,
+    stream: Stream,
+    sink: crate::runtime::sink::EventSink,
+    cancel: tokio_util::sync::CancellationToken,
+) {
+    let host = Host::new(&stream.root);
+    let period_ms = stream.period.as_millis() as u64;
+    // A first CPU reading now, so the first period already has a delta.
+    let mut prev_cpu = host.cpu_ticks().ok().map(|(t, _)| t);
+    let sinks: Vec<(String, crate::runtime::sink::EventSink, String)> = stream
+        .metricsets
+        .iter()
+        .map(|ms| {
+            let mut ds = stream.data_stream.clone();
+            ds.dataset = stream
+                .dataset
+                .clone()
+                .unwrap_or_else(|| format!("system.{ms}"));
+            (ms.clone(), sink.with_data_stream(&ds), ds.dataset)
+        })
+        .collect();
+    let mut failing: std::collections::BTreeSet<String> = Default::default();
+    loop {
+        let at = next_aligned(now_us(), stream.period);
+        tokio::select! {
+            () = sleep_until_wall(at) => {}
+            () = cancel.cancelled() => return,
+        }
+        for (ms, sink, dataset) in &sinks {
+            let started = std::time::Instant::now();
+            let reading = {
+                let host = host.clone();
+                let ms = ms.clone();
+                let mut prev = prev_cpu;
+                tokio::task::spawn_blocking(move || {
+                    let docs = host.documents(&ms, &mut prev);
+                    (docs, prev)
+                })
+                .await
+            };
+            let docs = match reading {
+                Ok((Ok(docs), prev)) => {
+                    prev_cpu = prev;
+                    if failing.remove(ms) {
+                        tracing::info!(input = %input_id, metricset = %ms, "reading again");
+                    }
+                    docs
+                }
+                Ok((Err(e), _)) => {
+                    if failing.insert(ms.clone()) {
+                        tracing::warn!(input = %input_id, metricset = %ms, "cannot read the host: {e}");
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(input = %input_id, metricset = %ms, "reading the host panicked: {e}");
+                    continue;
+                }
+            };
+            let took_ns = started.elapsed().as_nanos() as u64;
+            for doc in docs {
+                let id = document_id(&[&input_id, ms, &doc.object, &at.to_string()]);
+                let mut fields = doc.fields;
+                fields.insert("metricset".into(), json!({"name": ms, "period": period_ms}));
+                fields.insert(
+                    "event".into(),
+                    json!({"module": "system", "dataset": dataset, "duration": took_ns}),
+                );
+                if sink.emit_at(at, &id, fields).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -203,30 +203,7 @@ pub fn read_streams(
         if !top_level {
             unknown_keys_lenient(m, keys, type_name, &mut p);
         }
-        let names: Vec<String> = match m.get("metricsets") {
-            None | Some(Value::Null) => {
-                p.push(
-                    Problem::new("metricsets", "is required").hint(format!("available: {allowed}")),
-                );
-                Vec::new()
-            }
-            Some(Value::List(items)) => items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::Str(s) => Some(s.clone()),
-                    _ => None,
-                })
-                .collect(),
-            Some(Value::Str(s)) => vec![s.clone()],
-            Some(v) if unresolved(v) => Vec::new(),
-            Some(other) => {
-                p.push(Problem::new(
-                    "metricsets",
-                    format!("must be a list, found {}", other.type_name()),
-                ));
-                Vec::new()
-            }
-        };
+        let names = metricset_names(m, allowed, &mut p);
         let mut sets = Vec::new();
         for (i, n) in names.iter().enumerate() {
             match metricset(n) {
@@ -285,6 +262,33 @@ pub fn read_streams(
         });
     }
     streams
+}
+
+/// The `metricsets` of a stream: required, a list (or one name);
+/// `allowed` goes into the hint when it is missing.
+pub fn metricset_names(m: &Map, allowed: &str, p: &mut Vec<Problem>) -> Vec<String> {
+    match m.get("metricsets") {
+        None | Some(Value::Null) => {
+            p.push(Problem::new("metricsets", "is required").hint(format!("available: {allowed}")));
+            Vec::new()
+        }
+        Some(Value::List(items)) => items
+            .iter()
+            .filter_map(|v| match v {
+                Value::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+        Some(Value::Str(s)) => vec![s.clone()],
+        Some(v) if unresolved(v) => Vec::new(),
+        Some(other) => {
+            p.push(Problem::new(
+                "metricsets",
+                format!("must be a list, found {}", other.type_name()),
+            ));
+            Vec::new()
+        }
+    }
 }
 
 /// Adds a stream's problems to the input's, under `streams.N.` when the

@@ -96,31 +96,7 @@ impl SystemMetrics {
             if !prefix.is_empty() {
                 unknown_keys_lenient(m, &KEYS, "system/metrics", &mut p);
             }
-            let names: Vec<String> = match m.get("metricsets") {
-                None | Some(Value::Null) => {
-                    p.push(
-                        Problem::new("metricsets", "is required")
-                            .hint(format!("available: {}", METRICSETS.join(", "))),
-                    );
-                    Vec::new()
-                }
-                Some(Value::List(items)) => items
-                    .iter()
-                    .filter_map(|v| match v {
-                        Value::Str(s) => Some(s.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-                Some(Value::Str(s)) => vec![s.clone()],
-                Some(v) if unresolved(v) => Vec::new(),
-                Some(other) => {
-                    p.push(Problem::new(
-                        "metricsets",
-                        format!("must be a list, found {}", other.type_name()),
-                    ));
-                    Vec::new()
-                }
-            };
+            let names = super::prometheus::metricset_names(m, &METRICSETS.join(", "), &mut p);
             let mut sets = Vec::new();
             for n in names {
                 if METRICSETS.contains(&n.as_str()) {

@@ -7,6 +7,7 @@
 
 pub mod events;
 pub mod exec;
+pub mod filestream;
 pub mod http;
 pub mod kubernetes;
 pub mod prometheus;

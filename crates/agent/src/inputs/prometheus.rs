@@ -166,36 +166,7 @@ pub fn read_streams(
         metricset,
         allowed,
     } = *schema;
-    let own: Vec<(String, Map)> = match map.get("streams") {
-        Some(Value::List(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| match s {
-                Value::Map(m) => Some((
-                    format!("streams.{i}."),
-                    expand_dotted(m, &["ssl", "metrics_filters"]),
-                )),
-                other => {
-                    out.push(Problem::new(
-                        &format!("streams.{i}"),
-                        format!("must be a mapping, found {}", other.type_name()),
-                    ));
-                    None
-                }
-            })
-            .collect(),
-        None | Some(Value::Null) => vec![(
-            String::new(),
-            expand_dotted(map, &["ssl", "metrics_filters"]),
-        )],
-        Some(other) => {
-            out.push(Problem::new(
-                "streams",
-                format!("must be a list of mappings, found {}", other.type_name()),
-            ));
-            return Vec::new();
-        }
-    };
+    let own = stream_maps(map, &["ssl", "metrics_filters"], out);
     let top_level = map.get("streams").is_none();
     let mut streams = Vec::new();
     for (prefix, m) in &own {
@@ -262,6 +233,37 @@ pub fn read_streams(
         });
     }
     streams
+}
+
+/// The settings of each stream of an input, with the prefix its problems
+/// get: each entry of `streams` (`streams.N.`), or the input itself (no
+/// prefix) when it has none. `expand` names the keys whose dotted forms
+/// are read as nested maps.
+pub fn stream_maps(map: &Map, expand: &[&str], out: &mut Vec<Problem>) -> Vec<(String, Map)> {
+    match map.get("streams") {
+        Some(Value::List(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Value::Map(m) => Some((format!("streams.{i}."), expand_dotted(m, expand))),
+                other => {
+                    out.push(Problem::new(
+                        &format!("streams.{i}"),
+                        format!("must be a mapping, found {}", other.type_name()),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        None | Some(Value::Null) => vec![(String::new(), expand_dotted(map, expand))],
+        Some(other) => {
+            out.push(Problem::new(
+                "streams",
+                format!("must be a list of mappings, found {}", other.type_name()),
+            ));
+            Vec::new()
+        }
+    }
 }
 
 /// The `metricsets` of a stream: required, a list (or one name);

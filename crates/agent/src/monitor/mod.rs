@@ -39,7 +39,7 @@ pub use liveness::Heartbeat;
 pub use metrics::AgentMetrics;
 pub use status::{
     DroppedInput, ElectionEntry, ElectionState, ElectionStatus, InputState, InputStatus,
-    InputsStatus, OutputDepths, OutputStatus, PolicyStatus, StatusBoard, StatusDoc,
+    InputsStatus, OutputSource, OutputStatus, PolicyStatus, StatusBoard, StatusDoc,
 };
 
 /// A liveness check: `Err` with a reason when the agent should be
@@ -609,7 +609,7 @@ mod tests {
         board.input_started("z", "exec");
         board.input_failed("z", "exit status 2");
         board.input_dropped("y", "needs a provider that is not configured");
-        board.set_output_depths(Arc::new(|| {
+        board.set_outputs(Arc::new(|| {
             vec![OutputStatus {
                 name: "default".into(),
                 kind: "file".into(),

@@ -144,7 +144,7 @@ pub struct PolicyStatus {
 
 /// Reports every output as it is now (queue depth, health), read each
 /// time the document is served.
-pub type OutputDepths = Arc<dyn Fn() -> Vec<OutputStatus> + Send + Sync>;
+pub type OutputSource = Arc<dyn Fn() -> Vec<OutputStatus> + Send + Sync>;
 
 /// The current time, RFC 3339 in UTC, whole seconds.
 pub fn now_rfc3339() -> String {
@@ -164,8 +164,7 @@ struct Board {
     identity: String,
     elections: Vec<ElectionEntry>,
     inputs: InputsStatus,
-    outputs: Vec<OutputStatus>,
-    output_depths: Option<OutputDepths>,
+    outputs: Option<OutputSource>,
     policy: Option<PolicyStatus>,
     readiness: Readiness,
 }
@@ -176,8 +175,7 @@ impl Default for Board {
             identity: String::new(),
             elections: Vec::new(),
             inputs: InputsStatus::default(),
-            outputs: Vec::new(),
-            output_depths: None,
+            outputs: None,
             policy: None,
             readiness: Readiness {
                 ready: false,
@@ -304,16 +302,10 @@ impl StatusBoard {
         }
     }
 
-    /// Replaces the list of outputs. Used as it is unless a depth source
-    /// is set with [`StatusBoard::set_output_depths`].
-    pub fn set_outputs(&self, outputs: Vec<OutputStatus>) {
-        self.lock().outputs = outputs;
-    }
-
-    /// Reports outputs through `depths`, called each time the document is
-    /// read, instead of the list given to [`StatusBoard::set_outputs`].
-    pub fn set_output_depths(&self, depths: OutputDepths) {
-        self.lock().output_depths = Some(depths);
+    /// Reports outputs through `source`, called each time the document is
+    /// read (no outputs until it is set).
+    pub fn set_outputs(&self, source: OutputSource) {
+        self.lock().outputs = Some(source);
     }
 
     /// The policy at `path` was loaded now and is in force.
@@ -360,19 +352,20 @@ impl StatusBoard {
 
     /// The document as it stands now.
     pub fn snapshot(&self) -> StatusDoc {
-        let (mut doc, depths) = {
+        let (mut doc, source) = {
             let b = self.lock();
             let doc = StatusDoc {
                 identity: b.identity.clone(),
                 elections: b.elections.clone(),
                 inputs: b.inputs.clone(),
-                outputs: b.outputs.clone(),
+                outputs: Vec::new(),
                 policy: b.policy.clone(),
             };
-            (doc, b.output_depths.clone())
+            (doc, b.outputs.clone())
         };
-        if let Some(depths) = depths {
-            doc.outputs = depths();
+        // Called outside the lock: it reads the outputs' own state.
+        if let Some(source) = source {
+            doc.outputs = source();
         }
         doc
     }
@@ -450,23 +443,22 @@ mod tests {
     }
 
     #[test]
-    fn output_depths_replace_the_static_list() {
+    fn outputs_are_read_from_their_source_at_every_snapshot() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let b = StatusBoard::new();
-        b.set_outputs(vec![OutputStatus {
-            name: "default".into(),
-            kind: "file".into(),
-            queue_depth: 0,
-            health: Default::default(),
-        }]);
-        assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
-        b.set_output_depths(Arc::new(|| {
+        assert!(b.snapshot().outputs.is_empty());
+        let depth = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&depth);
+        b.set_outputs(Arc::new(move || {
             vec![OutputStatus {
                 name: "default".into(),
                 kind: "file".into(),
-                queue_depth: 7,
+                queue_depth: d.load(Ordering::Relaxed),
                 health: Default::default(),
             }]
         }));
+        assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
+        depth.store(7, Ordering::Relaxed);
         assert_eq!(b.snapshot().outputs[0].queue_depth, 7);
     }
 

@@ -144,11 +144,6 @@ impl DiskQueue {
         })
     }
 
-    /// The directory of the queue.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Lines queued and not yet acknowledged.
     pub fn depth(&self) -> usize {
         self.lock().lines as usize
@@ -326,14 +321,6 @@ impl DiskQueue {
         drop(s);
         self.room.notify_waiters();
         Ok(())
-    }
-
-    /// Forgets what was handed out and not acknowledged: the reader reads
-    /// it again (the writer gave it up, e.g. at shutdown).
-    pub fn rewind(&self) {
-        let mut s = self.lock();
-        s.handed.clear();
-        s.read = s.acked;
     }
 
     /// fsyncs the segment being written, if anything was written since.
@@ -539,7 +526,6 @@ mod tests {
             1,
             "only the one being written"
         );
-        q.rewind();
         assert_eq!(q.depth(), 0);
     }
 }

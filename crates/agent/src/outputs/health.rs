@@ -1,7 +1,6 @@
 //! Whether each output is delivering: the last success, the last error and
 //! how many attempts in a row failed, for `/status`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -37,29 +36,8 @@ pub enum HealthState {
     Failing,
 }
 
-/// The health of every output, by name. Clones share it.
-#[derive(Clone, Debug, Default)]
-pub(super) struct HealthBoard {
-    outputs: Arc<Mutex<HashMap<String, HealthHandle>>>,
-}
-
-impl HealthBoard {
-    /// The handle of `output`, created on first use.
-    pub(super) fn handle(&self, output: &str) -> HealthHandle {
-        lock(&self.outputs)
-            .entry(output.to_string())
-            .or_default()
-            .clone()
-    }
-
-    /// A copy of `output`'s health (idle if unknown).
-    pub(super) fn get(&self, output: &str) -> OutputHealth {
-        let handle = lock(&self.outputs).get(output).cloned();
-        handle.map(|h| h.get()).unwrap_or_default()
-    }
-}
-
-/// The writer's side: it reports each write attempt's outcome.
+/// One output's health: its writer reports each write attempt's outcome,
+/// `/status` reads it. Clones share it.
 #[derive(Clone, Debug, Default)]
 pub(super) struct HealthHandle(Arc<Mutex<OutputHealth>>);
 
@@ -95,16 +73,16 @@ mod tests {
 
     #[test]
     fn a_failure_then_a_success_reads_ok_with_the_error_kept() {
-        let board = HealthBoard::default();
-        assert_eq!(board.get("es").state, HealthState::Idle);
-        let h = board.handle("es");
+        let h = HealthHandle::default();
+        assert_eq!(h.get().state, HealthState::Idle);
+        let reader = h.clone();
         h.failed("connection refused".into());
         h.failed("connection refused".into());
-        let now = board.get("es");
+        let now = reader.get();
         assert_eq!(now.state, HealthState::Failing);
         assert_eq!(now.consecutive_failures, 2);
         h.succeeded();
-        let now = board.get("es");
+        let now = reader.get();
         assert_eq!(now.state, HealthState::Ok);
         assert_eq!(now.consecutive_failures, 0);
         assert_eq!(now.last_error.as_deref(), Some("connection refused"));

@@ -8,7 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::health::{HealthBoard, OutputHealth};
+use super::health::HealthHandle;
 
 /// Bounds (seconds) of the write-duration histogram: a file write takes
 /// microseconds, a bulk request to a busy cluster seconds.
@@ -51,7 +51,6 @@ pub struct OutputMetrics {
     depth: Family<OutputLabels, Gauge>,
     latency: Family<OutputLabels, Histogram, fn() -> Histogram>,
     received: Family<InputLabels, Counter>,
-    health: HealthBoard,
 }
 
 impl Default for OutputMetrics {
@@ -66,7 +65,6 @@ impl Default for OutputMetrics {
             depth: Family::default(),
             latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             received: Family::default(),
-            health: HealthBoard::default(),
         }
     }
 }
@@ -148,12 +146,6 @@ impl OutputMetrics {
         self.duplicates.get(&labels(output)).map_or(0, |c| c.get())
     }
 
-    /// The health of `output`: whether its last write succeeded, and the
-    /// latest error.
-    pub fn health(&self, output: &str) -> OutputHealth {
-        self.health.get(output)
-    }
-
     /// Failed write attempts so far by `output`.
     pub fn write_errors(&self, output: &str) -> u64 {
         self.errors.get(&labels(output)).map_or(0, |c| c.get())
@@ -183,7 +175,7 @@ impl OutputMetrics {
             dropped: self.dropped.get_or_create(&l).clone(),
             batches: self.batches.get_or_create(&l).clone(),
             latency: self.latency.get_or_create(&l).clone(),
-            health: self.health.handle(output),
+            health: HealthHandle::default(),
             failed: self.failed.get_or_create(&l).clone(),
             errors: self.errors.get_or_create(&l).clone(),
             depth: self.depth.get_or_create(&l).clone(),
@@ -207,7 +199,7 @@ pub(super) struct OutputHandles {
     pub(super) dropped: Counter,
     pub(super) batches: Counter,
     pub(super) latency: Histogram,
-    pub(super) health: super::health::HealthHandle,
+    pub(super) health: HealthHandle,
     pub(super) failed: Counter,
     pub(super) errors: Counter,
     depth: Gauge,
@@ -248,6 +240,8 @@ mod tests {
         let m = OutputMetrics::register(&mut registry);
         let h = m.handles("default");
         h.written.inc_by(3);
+        h.dropped.inc();
+        h.duplicates.inc_by(2);
         h.errors.inc();
         h.failed.inc_by(2);
         h.set_depth(5);
@@ -256,6 +250,8 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
             "leasehold_output_events_written_total{output=\"default\"} 3",
+            "leasehold_output_events_dropped_total{output=\"default\"} 1",
+            "leasehold_output_events_duplicate_total{output=\"default\"} 2",
             "leasehold_output_events_failed_total{output=\"default\"} 2",
             "leasehold_output_write_errors_total{output=\"default\"} 1",
             "leasehold_output_queue_depth{output=\"default\"} 5",
@@ -264,6 +260,8 @@ mod tests {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         assert_eq!(m.events_written("default"), 3);
+        assert_eq!(m.events_dropped("default"), 1);
+        assert_eq!(m.events_duplicate("default"), 2);
         assert_eq!(m.events_received("default", "in-1"), 1);
         assert_eq!(m.queue_depth("default"), 5);
         assert_eq!(m.events_written("other"), 0);

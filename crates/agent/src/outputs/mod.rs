@@ -921,11 +921,6 @@ impl Outputs {
             .is_some_and(|r| matches!(r.sender.queue, Queue::Disk(_)))
     }
 
-    /// Whether the output called `name` is delivering.
-    pub fn health(&self, name: &str) -> Option<OutputHealth> {
-        self.find(name).map(|r| r.sender.handles.health.get())
-    }
-
     fn find(&self, name: &str) -> Option<&Running> {
         self.running.iter().find(|r| &*r.sender.name == name)
     }

@@ -196,21 +196,22 @@ pub(super) async fn run_writer(
                 }
                 Err(e) => {
                     let target = sink.as_ref().map(|s| s.target()).unwrap_or_default();
+                    // At least our backoff; longer if the server asked.
+                    let wait = batch
+                        .retry_after
+                        .take()
+                        .map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff));
                     tracing::warn!(
                         output = %name,
                         target = %target,
                         error = %e,
                         pending = batch.remaining(),
-                        retry_in_ms = batch.retry_after.map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff)).as_millis() as u64,
+                        retry_in_ms = wait.as_millis() as u64,
                         "output write failed; retrying",
                     );
                     metrics.health.failed(e.to_string());
                     metrics.errors.inc();
                     metrics.failed.inc_by(batch.remaining() as u64);
-                    let wait = batch
-                        .retry_after
-                        .take()
-                        .map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff));
                     tokio::select! {
                         biased;
                         _ = control.abort.cancelled() => return batch.remaining() + rx.len(),

@@ -756,7 +756,7 @@ impl Agent {
                 Some((o.name.clone(), o.kind.type_name().to_string(), sender))
             })
             .collect();
-        self.board.set_output_depths(Arc::new(move || {
+        self.board.set_outputs(Arc::new(move || {
             outputs
                 .iter()
                 .map(|(name, kind, sender)| OutputStatus {

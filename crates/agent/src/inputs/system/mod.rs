@@ -61,37 +61,8 @@ impl SystemMetrics {
         keys.push("streams");
         unknown_keys_lenient(map, &keys, "system/metrics", out);
         let input_root = hostfs(map, out);
-        let own: Vec<Map> = match map.get("streams") {
-            None | Some(Value::Null) => vec![map.clone()],
-            Some(Value::List(items)) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| match s {
-                    Value::Map(m) => Some(m.clone()),
-                    other => {
-                        out.push(Problem::new(
-                            &format!("streams.{i}"),
-                            format!("must be a mapping, found {}", other.type_name()),
-                        ));
-                        None
-                    }
-                })
-                .collect(),
-            Some(other) => {
-                out.push(Problem::new(
-                    "streams",
-                    format!("must be a list of mappings, found {}", other.type_name()),
-                ));
-                Vec::new()
-            }
-        };
         let mut streams = Vec::new();
-        for (i, m) in own.iter().enumerate() {
-            let prefix = if map.get("streams").is_some() {
-                format!("streams.{i}.")
-            } else {
-                String::new()
-            };
+        for (prefix, m) in &super::prometheus::stream_maps(map, &[], out) {
             let mut p = Vec::new();
             if !prefix.is_empty() {
                 unknown_keys_lenient(m, &KEYS, "system/metrics", &mut p);
@@ -122,7 +93,7 @@ impl SystemMetrics {
             };
             let stream_ds = DataStream::read_map(m, ds, &mut p);
             let dataset = explicit_dataset(m).then(|| stream_ds.dataset.clone());
-            super::prometheus::push_with_prefix(out, &prefix, p);
+            super::prometheus::push_with_prefix(out, prefix, p);
             if !sets.is_empty() {
                 streams.push(Stream {
                     metricsets: sets,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agents::access::{create_ticks, grant_events};
+use agents::access::{create_ticks, event, grant_events};
 use agents::cluster::Cluster;
 use agents::*;
 use anyhow::{Result, bail};
@@ -163,7 +163,6 @@ async fn a_sigkill_handover_ships_every_event_at_least_once_with_stable_ids() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Result<()> {
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    use k8s_openapi::api::core::v1::ObjectReference;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use leasehold_testkit::Component;
     let plane = ControlPlane::dedicated()?;
@@ -175,24 +174,14 @@ async fn a_checkpoint_too_old_to_watch_from_ships_what_is_newer_by_time() -> Res
     let at = |secs_ago: i64| Time(now - jiff::SignedDuration::from_secs(secs_ago));
     let mut old_rv = String::new();
     for (n, secs_ago) in [(0, 120), (1, 110), (2, 100), (3, 20), (4, 10)] {
-        let ev = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("gone-{n}")),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some("p".into()),
-                namespace: Some(ns.name().into()),
-                ..Default::default()
-            },
-            reason: Some("Gone".into()),
-            message: Some(n.to_string()),
-            type_: Some("Normal".into()),
-            first_timestamp: Some(at(secs_ago)),
-            last_timestamp: Some(at(secs_ago)),
-            ..Default::default()
-        };
+        let ev = event(
+            ns.name(),
+            &format!("gone-{n}"),
+            "p",
+            "Gone",
+            &n.to_string(),
+            at(secs_ago),
+        );
         let created = api.create(&PostParams::default(), &ev).await?;
         if n == 2 {
             old_rv = created.metadata.resource_version.unwrap_or_default();

@@ -190,8 +190,8 @@ async fn the_two_elections_example_holds_both_leases() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_metrics_example_collects_state_apiserver_and_events() -> Result<()> {
     use agents::access::{credentials, grant_cluster_reads};
-    use k8s_openapi::api::core::v1::{Event, ObjectReference};
-    use kube::api::{ObjectMeta, PostParams};
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::PostParams;
     let plane = ControlPlane::shared();
     let ksm = plane.kube_state_metrics()?;
     grant_cluster_reads(plane, 3).await?;
@@ -230,25 +230,7 @@ async fn the_cluster_metrics_example_collects_state_apiserver_and_events() -> Re
     // An Event made now is shipped.
     let admin = plane.admin_client().await?;
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
-    let ev = Event {
-        metadata: ObjectMeta {
-            name: Some("example-tick".into()),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            kind: Some("Pod".into()),
-            name: Some("p".into()),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        },
-        reason: Some("ExampleTick".into()),
-        message: Some("hello".into()),
-        type_: Some("Normal".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        ..Default::default()
-    };
+    let ev = agents::access::event(ns.name(), "example-tick", "p", "ExampleTick", "hello", now);
     kube::Api::<Event>::namespaced(admin, ns.name())
         .create(&PostParams::default(), &ev)
         .await?;

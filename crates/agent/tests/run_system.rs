@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use agents::*;
 use anyhow::{Context, Result, bail};
+use leasehold::inputs::system::METRICSETS;
 use serde_json::Value;
 
 /// Documents of `metricset` in `out` (the file output `system.ndjson`).
@@ -78,17 +79,7 @@ fn meminfo_kib(key: &str, text: &str) -> Option<u64> {
 #[test]
 fn values_match_proc_read_by_the_test() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let all = [
-        "cpu",
-        "load",
-        "memory",
-        "network",
-        "filesystem",
-        "diskio",
-        "process_summary",
-        "uptime",
-    ];
-    let p = policy(dir.path(), None, &all)?;
+    let p = policy(dir.path(), None, &METRICSETS)?;
     let _agent = AgentProc::start(
         &p,
         Path::new("/nonexistent"),
@@ -243,15 +234,8 @@ fn hostfs_reads_the_hosts_files_not_the_containers() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let root = dir.path().join("hostfs");
     recorded_host(&root)?;
-    let ms = [
-        "load",
-        "memory",
-        "network",
-        "filesystem",
-        "diskio",
-        "process_summary",
-        "uptime",
-    ];
+    // All but `cpu`: a recorded /proc/stat does not move between readings.
+    let ms: Vec<&str> = METRICSETS.into_iter().filter(|m| *m != "cpu").collect();
     let p = policy(dir.path(), Some(&root), &ms)?;
     let _agent = AgentProc::start(
         &p,

@@ -117,6 +117,38 @@ fn base64_decode(s: &str) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A `Normal` Event `name` in `ns` about Pod `pod`, happening once at `at`.
+pub fn event(
+    ns: &str,
+    name: &str,
+    pod: &str,
+    reason: &str,
+    message: &str,
+    at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> k8s_openapi::api::core::v1::Event {
+    use k8s_openapi::api::core::v1::{Event, ObjectReference};
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some(pod.into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some("Normal".into()),
+        count: Some(1),
+        first_timestamp: Some(at.clone()),
+        last_timestamp: Some(at),
+        ..Default::default()
+    }
+}
+
 /// Creates Events `tick-0`, `tick-1`, … (message: the number) in `ns` every
 /// 50 ms until `stop` is set, at most 10 minutes' worth; returns how many.
 pub async fn create_ticks(
@@ -124,31 +156,18 @@ pub async fn create_ticks(
     ns: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<usize> {
-    use k8s_openapi::api::core::v1::{Event, ObjectReference};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     let mut n = 0usize;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 12_000 {
         let now = Time(jiff::Timestamp::now());
-        let ev = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("tick-{n}")),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                kind: Some("Pod".into()),
-                name: Some("ticker".into()),
-                namespace: Some(ns.clone()),
-                ..Default::default()
-            },
-            reason: Some("Tick".into()),
-            message: Some(n.to_string()),
-            type_: Some("Normal".into()),
-            count: Some(1),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            ..Default::default()
-        };
+        let ev = event(
+            &ns,
+            &format!("tick-{n}"),
+            "ticker",
+            "Tick",
+            &n.to_string(),
+            now,
+        );
         api.create(&PostParams::default(), &ev).await?;
         n += 1;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -10,27 +10,60 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-/// One event: its NDJSON line (newline included) and the id of the input
-/// that produced it (kept beside the document for per-input metrics).
-#[derive(Debug, Clone, PartialEq, Eq)]
+use crate::ack::Ack;
+
+/// One event: its NDJSON line (newline included), the id of the input
+/// that produced it (kept beside the document for per-input metrics) and,
+/// for inputs that replay what is not delivered, its acknowledgement.
+#[derive(Debug, Clone)]
 pub struct Event {
     /// The producing input's id.
     pub input_id: Arc<str>,
     line: Vec<u8>,
+    ack: Option<Ack>,
 }
+
+/// Events are equal when their input and document are: the
+/// acknowledgement is how they travel, not what they are.
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.input_id == other.input_id && self.line == other.line
+    }
+}
+
+impl Eq for Event {}
 
 impl Event {
     /// An event of `input_id` with `doc` as its document.
     pub fn new(input_id: Arc<str>, doc: Map<String, Value>) -> Self {
         let mut line = serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec());
         line.push(b'\n');
-        Event { input_id, line }
+        Event {
+            input_id,
+            line,
+            ack: None,
+        }
     }
 
     /// An event whose document is already serialized: `line` must be one
     /// JSON object followed by a newline.
     pub fn from_line(input_id: Arc<str>, line: Vec<u8>) -> Self {
-        Event { input_id, line }
+        Event {
+            input_id,
+            line,
+            ack: None,
+        }
+    }
+
+    /// The same event, acknowledged to its producer once delivered.
+    pub fn with_ack(mut self, ack: Ack) -> Self {
+        self.ack = Some(ack);
+        self
+    }
+
+    /// Takes the acknowledgement out, for the output that settles it.
+    pub fn take_ack(&mut self) -> Option<Ack> {
+        self.ack.take()
     }
 
     /// The document as one line of NDJSON, newline included.
@@ -46,6 +79,11 @@ impl Event {
     /// The line, without copying.
     pub fn into_ndjson(self) -> Vec<u8> {
         self.line
+    }
+
+    /// The line and the acknowledgement, without copying.
+    pub fn into_parts(self) -> (Vec<u8>, Option<Ack>) {
+        (self.line, self.ack)
     }
 }
 

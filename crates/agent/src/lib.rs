@@ -1,5 +1,6 @@
 //! The leasehold agent: providers, the input runtime, inputs, outputs and CLI.
 
+pub mod ack;
 pub mod cli;
 pub mod event;
 pub mod inputs;

@@ -187,59 +187,132 @@ async fn the_two_elections_example_holds_both_leases() -> Result<()> {
     Ok(())
 }
 
+/// The DaemonSet example run by three agents of one policy: each ships
+/// its own node's container logs and host metrics; the cluster-wide inputs
+/// (kube-state-metrics, the API server, Events) run on exactly one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cluster_metrics_example_collects_state_apiserver_and_events() -> Result<()> {
+async fn the_daemonset_example_runs_node_inputs_on_every_agent_and_cluster_inputs_on_one()
+-> Result<()> {
     use agents::access::{credentials, grant_cluster_reads};
     use k8s_openapi::api::core::v1::Event;
     use kube::api::PostParams;
+    const GATED: [&str; 3] = ["cluster-state", "apiserver", "cluster-events"];
     let plane = ControlPlane::shared();
     let ksm = plane.kube_state_metrics()?;
-    grant_cluster_reads(plane, 3).await?;
-    let ns = plane.namespace("example-cluster").await?;
+    let ns = plane.namespace("example-daemonset").await?;
     let dir = tempfile::tempdir()?;
-    let (token, ca, server) = credentials(plane, 3, dir.path())?;
     let ksm_host = ksm
         .url()
         .trim_start_matches("http://")
         .trim_end_matches("/metrics")
         .to_string();
-    let out = dir.path().join("out");
-    let mut agent = AgentProc::spawn_with_env(
-        &example("run-cluster-metrics.yaml"),
-        &plane.agent_kubeconfig(3),
-        3,
-        ns.name(),
-        &out,
-        &[
-            ("KSM_HOST", ksm_host),
-            ("API_SERVER", server),
-            ("TOKEN_FILE", token.display().to_string()),
-            ("CA_FILE", ca.display().to_string()),
-        ],
-    )?;
-    agent.wait_ready()?;
-    let file = out.join("events.ndjson");
-    // Leading (the node input runs everywhere; the others only here).
-    wait_line(&file, Duration::from_secs(30), |v| {
-        v["input"]["id"] == "cluster-state" && v["leader"]["lease"] == "leasehold-cluster-leader"
-    })?;
-    wait_line(&file, Duration::from_secs(30), |v| {
+    let mut procs = Vec::new();
+    for k in 1..=3u32 {
+        grant_cluster_reads(plane, k).await?;
+        let home = dir.path().join(format!("node-{k}"));
+        let logs = home.join("containers");
+        std::fs::create_dir_all(&logs)?;
+        // This node's own container: a CRI log only this agent can read.
+        std::fs::write(
+            logs.join(format!("web-{k}_shop_web-{}.log", "c".repeat(64))),
+            format!("2026-12-03T10:00:00Z stdout F hello from node {k}\n"),
+        )?;
+        let (token, ca, server) = credentials(plane, k, &home)?;
+        let agent = AgentProc::spawn_with_env(
+            &example("run-cluster-metrics.yaml"),
+            &plane.agent_kubeconfig(k),
+            k,
+            ns.name(),
+            &home.join("out"),
+            &[
+                ("KSM_HOST", ksm_host.clone()),
+                ("API_SERVER", server),
+                ("TOKEN_FILE", token.display().to_string()),
+                ("CA_FILE", ca.display().to_string()),
+                ("LOG_DIR", logs.display().to_string()),
+                (
+                    "LEASEHOLD_PATH_DATA",
+                    home.join("data").display().to_string(),
+                ),
+            ],
+        )?;
+        procs.push(agent);
+    }
+    for a in &mut procs {
+        a.wait_ready()?;
+    }
+    // Node-local, on every agent: its own log line and its host's metrics.
+    for (i, a) in procs.iter().enumerate() {
+        let file = a.out.join("events.ndjson");
+        let log = wait_line(&file, Duration::from_secs(30), |v| {
+            v["input"]["id"] == "container-logs"
+        })?;
+        assert_eq!(log["message"], format!("hello from node {}", i + 1));
+        assert_eq!(log["kubernetes"]["namespace"], "shop");
+        assert_eq!(log["data_stream"]["dataset"], "kubernetes.container_logs");
+        assert!(
+            log.get("leader").is_none(),
+            "node-local events carry no term"
+        );
+        wait_line(&file, Duration::from_secs(30), |v| {
+            v["input"]["id"] == "host-metrics" && v["metricset"]["name"] == "memory"
+        })?;
+    }
+    // Cluster-wide, on the leader.
+    let leader_file = {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut found = None;
+            for a in &procs {
+                let file = a.out.join("events.ndjson");
+                if wait_line(&file, Duration::ZERO, |v| {
+                    v["input"]["id"] == "cluster-state"
+                })
+                .is_ok()
+                {
+                    found = Some(file);
+                }
+            }
+            if let Some(f) = found {
+                break f;
+            }
+            if Instant::now() > deadline {
+                bail!("no agent collected kube-state-metrics");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    wait_line(&leader_file, Duration::from_secs(30), |v| {
         v["input"]["id"] == "apiserver"
+            && v["leader"]["lease"] == "leasehold-cluster-leader"
             && v["kubernetes"]["apiserver"]["request"]["count"].is_number()
     })?;
-    // An Event made now is shipped.
+    // An Event made now is shipped, by the leader.
     let admin = plane.admin_client().await?;
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
     let ev = agents::access::event(ns.name(), "example-tick", "p", "ExampleTick", "hello", now);
     kube::Api::<Event>::namespaced(admin, ns.name())
         .create(&PostParams::default(), &ev)
         .await?;
-    let shipped = wait_line(&file, Duration::from_secs(15), |v| {
+    let shipped = wait_line(&leader_file, Duration::from_secs(15), |v| {
         v["kubernetes"]["event"]["reason"] == "ExampleTick"
     })?;
     assert_eq!(shipped["input"]["id"], "cluster-events");
     assert_eq!(shipped["kubernetes"]["event"]["message"], "hello");
     assert_eq!(shipped["@metadata"]["_id"].as_str().map(str::len), Some(32));
+    // Nobody else ran a gated input, judged from every output.
+    for a in &procs {
+        let file = a.out.join("events.ndjson");
+        if file == leader_file {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)?;
+        for line in complete_lines(&text) {
+            let v: Value = serde_json::from_str(line)?;
+            let input = v["input"]["id"].as_str().unwrap_or_default();
+            assert!(!GATED.contains(&input), "{} ran {input} too", a.name);
+        }
+    }
     Ok(())
 }
 

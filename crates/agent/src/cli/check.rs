@@ -9,7 +9,7 @@ use leasehold_policy::{Diagnostic, Node, Policy, Severity, Vars};
 
 /// Output types of Elastic Agent that this version does not have: a
 /// warning in `check`; `run` refuses them.
-const OUTPUTS_NOT_YET: [&str; 4] = ["elasticsearch", "otlp", "logstash", "kafka"];
+const OUTPUTS_NOT_YET: [&str; 2] = ["logstash", "kafka"];
 
 /// Everything `check` finds: the policy's own rules, the input types and
 /// their settings, the outputs and which inputs use them. `run` refuses a

@@ -495,6 +495,7 @@ mod tests {
             cancel: cancel.clone(),
             stop_grace: Duration::from_secs(5),
             cluster: Default::default(),
+            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
         };
         let run = tokio::spawn(e.run(ctx));
         let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
@@ -530,6 +531,7 @@ mod tests {
             cancel: cancel.clone(),
             stop_grace: grace,
             cluster: Default::default(),
+            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
         };
         let run = tokio::spawn(e.run(ctx));
         wait_for_file(&ready).await;
@@ -555,6 +557,7 @@ mod tests {
             cancel: term.child_token(),
             stop_grace: Duration::from_secs(1),
             cluster: Default::default(),
+            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
         };
         let run = tokio::spawn(e.run(ctx));
         let file = dir.path().join("leasehold.ndjson");

@@ -28,8 +28,9 @@ pub use settings::{DataStream, Problem};
 use crate::runtime::sink::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 5] = [
+pub const TYPES: [&str; 6] = [
     "exec",
+    "filestream",
     "prometheus/metrics",
     "kubernetes/metrics",
     "kubernetes/events",
@@ -38,7 +39,7 @@ pub const TYPES: [&str; 5] = [
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
 /// warns, `run` lists such inputs as dropped.
-pub const NOT_YET: [&str; 3] = ["http/metrics", "filestream", "logfile"];
+pub const NOT_YET: [&str; 2] = ["http/metrics", "logfile"];
 
 /// What a running input gets.
 pub struct InputContext {
@@ -51,6 +52,8 @@ pub struct InputContext {
     pub stop_grace: Duration,
     /// How to reach the cluster, for inputs that read the API.
     pub cluster: ClusterAccess,
+    /// Where inputs that resume after a restart keep their progress.
+    pub registries: Arc<filestream::registry::Registries>,
 }
 
 /// What an input that reads the Kubernetes API needs from the agent.
@@ -140,6 +143,10 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
         .map(|e| Arc::new(e) as Arc<dyn Input>),
         "system/metrics" => {
             system::SystemMetrics::from_settings(&input_id(map), map, &data_stream, &mut problems)
+                .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
+        "filestream" => {
+            filestream::Filestream::from_settings(&input_id(map), map, &data_stream, &mut problems)
                 .map(|e| Arc::new(e) as Arc<dyn Input>)
         }
         t if NOT_YET.contains(&t) => {

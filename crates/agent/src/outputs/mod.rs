@@ -722,14 +722,22 @@ impl Queue {
         }
     }
 
-    async fn push(&self, output: &str, ev: Event) -> Result<(), Closed> {
+    async fn push(&self, output: &str, mut ev: Event) -> Result<(), Closed> {
         match self {
             Queue::Memory(tx) => tx.send(ev).await.map_err(|_| Closed),
             Queue::Disk(d) => {
                 let mut warned = false;
+                // Stored in the disk queue is delivered for the producer:
+                // the queue survives a restart.
+                let ack = ev.take_ack();
                 loop {
                     match d.append(ev.ndjson()).await {
-                        Ok(()) => return Ok(()),
+                        Ok(()) => {
+                            if let Some(a) = ack {
+                                a.settle();
+                            }
+                            return Ok(());
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Err(Closed),
                         Err(e) => {
                             // A full or failing disk: wait, never drop.

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
+use crate::ack::Ack;
 use crate::event::Event;
 
 /// Most events taken from the queue for one write.
@@ -35,6 +36,9 @@ pub(super) struct Batch {
     /// How long the server asked to wait before the next attempt
     /// (`Retry-After`); the writer waits at least its own backoff.
     pub(super) retry_after: Option<Duration>,
+    /// The lines' acknowledgements, in the lines' order (empty when no
+    /// line carries one); sinks never touch them.
+    pub(super) acks: Vec<Option<Ack>>,
 }
 
 impl Batch {
@@ -51,22 +55,53 @@ impl Batch {
     /// per pending line, in order) in front of the others and counts them
     /// as done: for servers that judge each document of a request.
     pub(super) fn settle(&mut self, settled: &[bool]) {
-        let pending = self.lines.split_off(self.done);
-        let (mut done, mut left) = (Vec::new(), Vec::new());
-        for (line, &ok) in pending
-            .into_iter()
-            .zip(settled.iter().chain(std::iter::repeat(&false)))
-        {
-            if ok {
-                done.push(line);
-            } else {
-                left.push(line);
+        let flags = || settled.iter().chain(std::iter::repeat(&false));
+        let moved = partition(self.lines.split_off(self.done), flags());
+        if self.acks.len() > self.done {
+            let acks = partition(self.acks.split_off(self.done), flags());
+            self.acks.extend(acks.0);
+            self.acks.extend(acks.1);
+        }
+        self.done += moved.0.len();
+        self.lines.extend(moved.0);
+        self.lines.extend(moved.1);
+    }
+
+    /// Adds an event's line (and its acknowledgement, if it has one).
+    pub(super) fn push(&mut self, event: Event) {
+        let (line, ack) = event.into_parts();
+        if ack.is_some() && self.acks.len() < self.lines.len() {
+            self.acks.resize(self.lines.len(), None);
+        }
+        if ack.is_some() || !self.acks.is_empty() {
+            self.acks.push(ack);
+        }
+        self.lines.push(line);
+    }
+
+    /// Acknowledges the lines settled from index `from` up to `done`.
+    pub(super) fn acknowledge_from(&mut self, from: usize) {
+        let end = self.done.min(self.acks.len());
+        for ack in self.acks.iter_mut().take(end).skip(from) {
+            if let Some(a) = ack.take() {
+                a.settle();
             }
         }
-        self.done += done.len();
-        self.lines.extend(done);
-        self.lines.extend(left);
     }
+}
+
+/// Splits `items` into those whose flag is true and the others, keeping
+/// the order within each.
+fn partition<'a, T>(items: Vec<T>, flags: impl Iterator<Item = &'a bool>) -> (Vec<T>, Vec<T>) {
+    let (mut yes, mut no) = (Vec::new(), Vec::new());
+    for (item, &ok) in items.into_iter().zip(flags) {
+        if ok {
+            yes.push(item);
+        } else {
+            no.push(item);
+        }
+    }
+    (yes, no)
 }
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
@@ -137,10 +172,10 @@ pub(super) async fn run_writer(
             .as_ref()
             .map_or((BACKOFF_START, BACKOFF_MAX), |s| s.backoff());
         let mut batch = Batch::default();
-        batch.lines.push(first.into_ndjson());
+        batch.push(first);
         while batch.lines.len() < max_batch {
             match rx.try_recv() {
-                Ok(ev) => batch.lines.push(ev.into_ndjson()),
+                Ok(ev) => batch.push(ev),
                 Err(_) => break,
             }
         }
@@ -175,6 +210,7 @@ pub(super) async fn run_writer(
             metrics.latency.observe(started.elapsed().as_secs_f64());
             sink = Some(s);
             batch = b;
+            batch.acknowledge_from(done);
             let newly_dropped = batch.dropped - dropped;
             metrics
                 .written
@@ -381,6 +417,51 @@ mod tests {
         batch.settle(&[true]);
         assert_eq!(batch.done, 4);
         assert_eq!(batch.pending(), [line(3)]);
+    }
+
+    #[test]
+    fn only_settled_lines_are_acknowledged_and_acks_follow_their_lines() {
+        use crate::ack::{Ack, tests::Recorder};
+        let r = Arc::new(Recorder::default());
+        let mut batch = Batch::default();
+        batch.push(ev(0)); // no acknowledgement
+        for n in 1..5 {
+            batch.push(ev(n).with_ack(Ack::new(r.clone(), n as u64)));
+        }
+        assert_eq!(batch.acks.len(), batch.lines.len());
+        // The server took lines 2 and 4 of 0..5.
+        batch.settle(&[false, false, true, false, true]);
+        batch.acknowledge_from(0);
+        assert_eq!(*r.0.lock().unwrap(), [2, 4]);
+        assert_eq!(batch.pending(), [line(0), line(1), line(3)]);
+        batch.settle(&[true, true, true]);
+        batch.acknowledge_from(2);
+        assert_eq!(*r.0.lock().unwrap(), [2, 4, 1, 3]);
+    }
+
+    #[tokio::test]
+    async fn written_events_are_acknowledged_and_unwritten_ones_are_not() {
+        use crate::ack::{Ack, tests::Recorder};
+        let r = Arc::new(Recorder::default());
+        let mut g = gated(8);
+        let tx = g.outputs.sender("gated").unwrap();
+        tx.send(ev(0).with_ack(Ack::new(r.clone(), 0)))
+            .await
+            .unwrap();
+        assert_eq!(g.entered.recv().await, Some(1));
+        tx.send(ev(1).with_ack(Ack::new(r.clone(), 1)))
+            .await
+            .unwrap();
+        assert!(r.0.lock().unwrap().is_empty(), "nothing is written yet");
+        g.gate.send(()).unwrap();
+        // Event 1 waits in the queue; a shutdown that gives up leaves it.
+        assert_eq!(g.entered.recv().await, Some(1));
+        let left = g
+            .outputs
+            .shutdown(Instant::now() + Duration::from_millis(50))
+            .await;
+        assert_eq!(left, [("gated".to_string(), 1)]);
+        assert_eq!(*r.0.lock().unwrap(), [0], "only the written event");
     }
 
     #[tokio::test]

@@ -33,6 +33,7 @@ use self::elections::{Election, ElectionEvent};
 use self::reconcile::{Action, Binding, Instance};
 use self::sink::{AgentFields, EventSink, TermStamp};
 use self::supervisor::{GatedFailure, Supervised};
+use crate::inputs::filestream::registry::Registries;
 use crate::inputs::{self, InputSpec};
 use crate::kubeconn::{self, Connection};
 use crate::monitor::metrics::AgentMetrics;
@@ -193,6 +194,9 @@ pub struct Agent {
     failures_rx: UnboundedReceiver<GatedFailure>,
     retry_tx: UnboundedSender<usize>,
     retry_rx: UnboundedReceiver<usize>,
+    /// Delivered offsets of `filestream` inputs, written every second.
+    registries: Arc<Registries>,
+    registry_flush: JoinHandle<()>,
 }
 
 impl Agent {
@@ -237,7 +241,11 @@ impl Agent {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
+        let registries = Registries::new(&opts.data_path);
+        let registry_flush = tokio::spawn(Arc::clone(&registries).flush_loop());
         let agent = Agent {
+            registries,
+            registry_flush,
             opts,
             statics,
             loaded,
@@ -693,6 +701,7 @@ impl Agent {
                 kubeconfig: self.opts.kubeconfig.clone(),
                 checkpoints,
             },
+            registries: Arc::clone(&self.registries),
             gated,
             board: self.board.clone(),
             metrics: self.metrics.clone(),
@@ -811,6 +820,10 @@ impl Agent {
             .filter(|n| self.outputs.has_disk_queue(n))
             .collect();
         let left = self.outputs.shutdown(deadline).await;
+        // Everything the outputs delivered is acknowledged now: record it.
+        self.registry_flush.abort();
+        let registries = Arc::clone(&self.registries);
+        let _ = tokio::task::spawn_blocking(move || registries.flush_all()).await;
         for (name, n) in left {
             if n > 0 && on_disk.contains(&name) {
                 tracing::warn!(output = %name, "{n} event(s) not written before the shutdown timeout stay in the disk queue; they are sent after the next start");

@@ -9,6 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::ack::Ack;
 use crate::event::{Event, timestamp_now};
 use crate::inputs::DataStream;
 use crate::monitor::metrics::AgentMetrics;
@@ -54,8 +55,13 @@ const OWN_KEYS: [&str; 4] = ["@timestamp", "agent", "input", "leader"];
 /// Appends the payload's fields (`,"k":v` each), leaving out the keys the
 /// runtime sets itself.
 fn push_payload(line: &mut Vec<u8>, payload: &Map<String, Value>) {
+    push_payload_except(line, payload, &[]);
+}
+
+/// As [`push_payload`], leaving out `skip` too.
+fn push_payload_except(line: &mut Vec<u8>, payload: &Map<String, Value>, skip: &[&str]) {
     for (k, v) in payload {
-        if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" {
+        if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" || skip.contains(&k.as_str()) {
             continue;
         }
         line.push(b',');
@@ -63,6 +69,15 @@ fn push_payload(line: &mut Vec<u8>, payload: &Map<String, Value>) {
         line.push(b':');
         let _ = serde_json::to_writer(&mut *line, v);
     }
+}
+
+/// A payload as the `,"key":value` pairs [`EventSink::emit_fields`] takes,
+/// without the keys the runtime sets itself.
+/// `data_stream` is left out too: such documents go to their input's.
+pub fn payload_fields(payload: &Map<String, Value>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() * 32);
+    push_payload_except(&mut out, payload, &["data_stream"]);
+    out
 }
 
 /// An input's handle for producing events.
@@ -197,6 +212,38 @@ impl EventSink {
         self.queue(line).await
     }
 
+    /// Queues a document whose payload is already serialized as
+    /// `,"key":value` pairs (see [`payload_fields`]), stamped `at_us` (now
+    /// when `None`), and acknowledged through `ack` once its output
+    /// delivered it: for inputs that shape many documents per second and
+    /// replay what was not delivered.
+    pub async fn emit_fields(
+        &self,
+        at_us: Option<i64>,
+        fields: &[u8],
+        ack: Option<Ack>,
+    ) -> Result<(), Refused> {
+        let mut line = match at_us {
+            Some(us) => {
+                let mut line = Vec::with_capacity(
+                    48 + fields.len() + self.common.len() + self.data_stream.len(),
+                );
+                line.extend_from_slice(b"{\"@timestamp\":\"");
+                line.extend_from_slice(crate::inputs::schedule::rfc3339_us(us).as_bytes());
+                line.push(b'"');
+                line
+            }
+            None => self.start_line(fields.len()),
+        };
+        line.extend_from_slice(fields);
+        self.finish_line(&mut line, false);
+        let mut event = Event::from_line(self.input_id.clone(), line);
+        if let Some(a) = ack {
+            event = event.with_ack(a);
+        }
+        self.queue_event(event).await
+    }
+
     fn start_line(&self, payload_hint: usize) -> Vec<u8> {
         let mut line =
             Vec::with_capacity(48 + payload_hint + self.common.len() + self.data_stream.len());
@@ -217,7 +264,11 @@ impl EventSink {
     }
 
     async fn queue(&self, line: Vec<u8>) -> Result<(), Refused> {
-        let event = Event::from_line(self.input_id.clone(), line);
+        self.queue_event(Event::from_line(self.input_id.clone(), line))
+            .await
+    }
+
+    async fn queue_event(&self, event: Event) -> Result<(), Refused> {
         let never = CancellationToken::new();
         let term = self.term.as_ref().map_or(&never, |t| &t.token);
         // A term already over refuses at once, even if the queue has room.

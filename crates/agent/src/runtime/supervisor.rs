@@ -48,6 +48,8 @@ pub struct Supervised {
     pub stop_grace: Duration,
     /// Cluster access for API-reading inputs.
     pub cluster: crate::inputs::ClusterAccess,
+    /// Registries of inputs that resume after a restart.
+    pub registries: Arc<crate::inputs::filestream::registry::Registries>,
     /// Set for gated inputs: (election key, term) and where to report
     /// failures.
     pub gated: Option<(usize, i64, UnboundedSender<GatedFailure>)>,
@@ -72,6 +74,7 @@ pub async fn supervise(s: Supervised) {
             cancel: s.cancel.clone(),
             stop_grace: s.stop_grace,
             cluster: s.cluster.clone(),
+            registries: Arc::clone(&s.registries),
         };
         let input = Arc::clone(&s.spec.input);
         // A task of its own, so a panic is caught and reported.

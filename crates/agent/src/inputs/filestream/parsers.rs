@@ -122,6 +122,11 @@ impl Joiner {
             None
         }
     }
+
+    /// The partial line of `stream` gathered so far, if any.
+    pub fn take(&mut self, stream: Stream) -> Option<Record> {
+        self.pending[stream as usize].take()
+    }
 }
 
 /// `multiline.match`.
@@ -188,6 +193,11 @@ impl Multiline {
         if self.event.len() < self.max_lines {
             self.event.push(line);
         }
+    }
+
+    /// True when no line is gathered.
+    pub fn is_empty(&self) -> bool {
+        self.event.is_empty()
     }
 
     /// The event gathered so far, if any.

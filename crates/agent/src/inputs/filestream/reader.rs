@@ -1,0 +1,423 @@
+//! Reads one file from its cursor to its end and keeps following it: whole
+//! lines through the parsers into events, each acknowledged back to the
+//! cursor. It notices truncation (the file is shorter than what was read:
+//! start over at 0), removal and renaming (read to the end, then close
+//! when configured), and inactivity (close; the scanner opens the file
+//! again once it grows). A line without its newline yet is held back, not
+//! split; a line longer than `message_max_bytes` is cut and flagged.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::identity::{FINGERPRINT_BYTES, FileId, Fingerprint};
+use super::parsers;
+use super::pipeline::{Message, Pipeline};
+use super::registry::Cursor;
+use super::settings::StreamSettings;
+use crate::ack::Ack;
+use crate::runtime::sink::{EventSink, Refused, payload_fields};
+
+/// Bytes read at once.
+const CHUNK: usize = 64 * 1024;
+
+/// Why a reader stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// The input is stopping.
+    Cancelled,
+    /// No new line for `close.on_state_change.inactive`.
+    Inactive,
+    /// Removed and read to its end.
+    Removed,
+    /// Renamed and read to its end (`close.on_state_change.renamed`).
+    Renamed,
+    /// The path now names another file than the one found.
+    Replaced,
+    /// The output refused an event (the input is stopping).
+    Refused,
+}
+
+/// One file to read.
+pub struct Reader {
+    pub settings: Arc<StreamSettings>,
+    pub path: String,
+    pub id: FileId,
+    pub cursor: Arc<Cursor>,
+    pub sink: EventSink,
+    pub cancel: CancellationToken,
+}
+
+/// What the reader keeps while following a file.
+struct Follow {
+    file: Arc<File>,
+    /// Next byte to read.
+    offset: u64,
+    /// The current line's bytes so far, and the offset of its first byte.
+    line: Vec<u8>,
+    line_start: u64,
+    /// The line outgrew `message_max_bytes`: the rest is skipped.
+    cut: bool,
+    pipeline: Pipeline,
+    /// Serialized once: `,"log":{"file":{…}` (left open), and the
+    /// Kubernetes, `fields` and `tags` pairs.
+    log_file: Vec<u8>,
+    constant: Vec<u8>,
+}
+
+impl Reader {
+    /// Reads until closed; `Err` is an I/O failure, with the path.
+    pub async fn run(self) -> Result<Closed, String> {
+        let path = self.path.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let f = File::open(&path)?;
+            let meta = f.metadata()?;
+            let canonical = std::fs::canonicalize(&path).ok();
+            Ok::<_, std::io::Error>((f, FileId::of(&meta), canonical))
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let (file, id, canonical) = match opened {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Closed::Replaced),
+            Err(e) => return Err(format!("cannot open {}: {e}", self.path)),
+        };
+        if id != self.id {
+            return Ok(Closed::Replaced);
+        }
+        let offset = self.cursor.lock().resume;
+        let mut f = Follow {
+            file: Arc::new(file),
+            offset,
+            line: Vec::new(),
+            line_start: offset,
+            cut: false,
+            pipeline: Pipeline::new(&self.settings.parsers),
+            log_file: log_file(&self.path, id),
+            constant: self.constant_fields(canonical.as_deref()),
+        };
+        tracing::debug!(path = %self.path, offset, "reading file");
+        let mut backoff = self.settings.backoff_init;
+        let mut last_data = Instant::now();
+        loop {
+            if self.cancel.is_cancelled() {
+                return Ok(Closed::Cancelled);
+            }
+            let file = Arc::clone(&f.file);
+            let at = f.offset;
+            let (buf, read) = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; CHUNK];
+                let r = file.read_at(&mut buf, at);
+                (buf, r)
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            let n = read.map_err(|e| format!("cannot read {}: {e}", self.path))?;
+            if n > 0 {
+                if let Some(closed) = self.consume(&mut f, &buf[..n]).await {
+                    return Ok(closed);
+                }
+                backoff = self.settings.backoff_init;
+                last_data = Instant::now();
+                continue;
+            }
+            drop(buf);
+            let due = f.pipeline.flush_due(Instant::now());
+            if let Some(closed) = self.emit_all(&f, due).await {
+                return Ok(closed);
+            }
+            if let Some(closed) = self.at_end(&mut f, last_data)? {
+                if matches!(closed, Closed::Removed | Closed::Renamed) {
+                    // Nothing more will come: hand over what is held.
+                    if let Some(c) = self.finish(&mut f).await {
+                        return Ok(c);
+                    }
+                }
+                return Ok(closed);
+            }
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Ok(Closed::Cancelled),
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(self.settings.backoff_max);
+        }
+    }
+
+    /// At the end of what is written: truncated, gone, idle, or none.
+    fn at_end(&self, f: &mut Follow, last_data: Instant) -> Result<Option<Closed>, String> {
+        let meta = f
+            .file
+            .metadata()
+            .map_err(|e| format!("cannot stat {}: {e}", self.path))?;
+        if meta.len() < f.offset {
+            tracing::info!(path = %self.path, size = meta.len(), read = f.offset, "file truncated; reading it again from its start");
+            f.offset = 0;
+            f.line.clear();
+            f.line_start = 0;
+            f.cut = false;
+            f.pipeline = Pipeline::new(&self.settings.parsers);
+            let mut c = self.cursor.lock();
+            c.window.reset(0);
+            c.resume = 0;
+            c.fingerprint = Fingerprint::of_bytes(&[]);
+            drop(c);
+            self.cursor.touch();
+            return Ok(None);
+        }
+        self.refresh_fingerprint(f, meta.len());
+        if meta.nlink() == 0 && self.settings.close_removed {
+            return Ok(Some(Closed::Removed));
+        }
+        if self.settings.close_renamed {
+            let same = std::fs::metadata(&self.path).is_ok_and(|m| FileId::of(&m) == self.id);
+            if !same {
+                return Ok(Some(Closed::Renamed));
+            }
+        }
+        if last_data.elapsed() >= self.settings.inactive {
+            return Ok(Some(Closed::Inactive));
+        }
+        Ok(None)
+    }
+
+    /// Extends a short fingerprint as the file grows, up to its full length.
+    fn refresh_fingerprint(&self, f: &Follow, size: u64) {
+        let have = self.cursor.lock().fingerprint.len;
+        if have >= FINGERPRINT_BYTES || size <= have {
+            return;
+        }
+        if let Ok(fp) = Fingerprint::longest(&f.file, size) {
+            self.cursor.lock().fingerprint = fp;
+            self.cursor.touch();
+        }
+    }
+
+    /// Splits `bytes` into lines and emits what they complete.
+    async fn consume(&self, f: &mut Follow, bytes: &[u8]) -> Option<Closed> {
+        let mut rest = bytes;
+        let max = self.settings.max_bytes;
+        while !rest.is_empty() {
+            let (part, newline) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            let room = max.saturating_sub(f.line.len());
+            if part.len() > room {
+                f.line.extend_from_slice(&part[..room]);
+                f.cut = true;
+            } else if !f.cut {
+                f.line.extend_from_slice(part);
+            }
+            let used = part.len() + usize::from(newline);
+            f.offset += used as u64;
+            rest = &rest[used..];
+            if newline {
+                let msgs = self.complete_line(f);
+                if let Some(c) = self.emit_all(f, msgs).await {
+                    return Some(c);
+                }
+            }
+        }
+        None
+    }
+
+    /// The line just ended at `f.offset`, through the parsers.
+    fn complete_line(&self, f: &mut Follow) -> Vec<Message> {
+        if f.line.last() == Some(&b'\r') {
+            f.line.pop();
+        }
+        let text = match String::from_utf8(std::mem::take(&mut f.line)) {
+            Ok(t) => t,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
+        let mut m = Message::line(text, f.line_start, f.offset);
+        if std::mem::take(&mut f.cut) {
+            m.flags.push("truncated");
+        }
+        f.line_start = f.offset;
+        f.pipeline.push(m, Instant::now())
+    }
+
+    /// Everything held back, and a last line without its newline.
+    async fn finish(&self, f: &mut Follow) -> Option<Closed> {
+        let mut msgs = Vec::new();
+        if !f.line.is_empty() {
+            msgs = self.complete_line(f);
+        }
+        msgs.extend(f.pipeline.finish(Instant::now()));
+        self.emit_all(f, msgs).await
+    }
+
+    async fn emit_all(&self, f: &Follow, msgs: Vec<Message>) -> Option<Closed> {
+        for m in msgs {
+            let fields = self.fields(f, &m);
+            let at = m.time.as_deref().and_then(parse_time);
+            let seq = {
+                let mut c = self.cursor.lock();
+                c.window.push(m.end)
+            };
+            let ack = Ack::new(Arc::clone(&self.cursor) as _, seq);
+            match self.sink.emit_fields(at, &fields, Some(ack)).await {
+                Ok(()) => self.cursor.lock().resume = m.end,
+                Err(Refused::Stopped | Refused::TermEnded | Refused::OutputClosed) => {
+                    self.cursor.lock().window.unpush(seq);
+                    return Some(Closed::Refused);
+                }
+            }
+        }
+        None
+    }
+
+    /// The document's pairs for message `m`.
+    fn fields(&self, f: &Follow, m: &Message) -> Vec<u8> {
+        if m.decoded.is_some() {
+            return self.fields_with_decoded(f, m);
+        }
+        let mut out = Vec::with_capacity(m.text.len() + f.log_file.len() + f.constant.len() + 96);
+        out.extend_from_slice(b",\"message\":");
+        let _ = serde_json::to_writer(&mut out, &m.text);
+        out.extend_from_slice(&f.log_file);
+        out.extend_from_slice(b",\"offset\":");
+        out.extend_from_slice(m.start.to_string().as_bytes());
+        if !m.flags.is_empty() {
+            out.extend_from_slice(b",\"flags\":");
+            let _ = serde_json::to_writer(&mut out, &m.flags);
+        }
+        out.push(b'}');
+        if let Some(s) = m.stream {
+            out.extend_from_slice(b",\"stream\":\"");
+            out.extend_from_slice(s.as_str().as_bytes());
+            out.push(b'"');
+        }
+        if let Some(e) = &m.error {
+            out.extend_from_slice(b",\"error\":{\"message\":");
+            let _ = serde_json::to_writer(&mut out, e);
+            out.push(b'}');
+        }
+        out.extend_from_slice(&f.constant);
+        out
+    }
+
+    /// The slow path: decoded keys merged with the reader's own.
+    fn fields_with_decoded(&self, f: &Follow, m: &Message) -> Vec<u8> {
+        let plain = Message {
+            decoded: None,
+            ..m.clone()
+        };
+        let mut own_text = b"{".to_vec();
+        own_text.extend_from_slice(&self.fields(f, &plain)[1..]);
+        own_text.push(b'}');
+        let own: Map<String, Value> = serde_json::from_slice(&own_text).unwrap_or_default();
+        let overwrite = self
+            .settings
+            .parsers
+            .iter()
+            .any(|p| matches!(p, super::pipeline::ParserSpec::Ndjson(n) if n.overwrite_keys));
+        let mut doc = own;
+        for (k, v) in m.decoded.clone().unwrap_or_default() {
+            if overwrite || !doc.contains_key(&k) {
+                doc.insert(k, v);
+            }
+        }
+        payload_fields(&doc)
+    }
+
+    /// `kubernetes`/`container` from the path, `fields`, `tags`.
+    fn constant_fields(&self, canonical: Option<&std::path::Path>) -> Vec<u8> {
+        let s = &self.settings;
+        let mut doc = Map::new();
+        if s.reads_containers() {
+            let named = parsers::pod_log(&self.path);
+            let target = canonical.and_then(|c| parsers::pod_log(&c.to_string_lossy()));
+            if let Some(p) = named.clone().or_else(|| target.clone()) {
+                let uid = p
+                    .pod_uid
+                    .clone()
+                    .or_else(|| target.as_ref().and_then(|t| t.pod_uid.clone()));
+                let mut pod = json!({"name": p.pod_name});
+                if let Some(u) = uid {
+                    pod["uid"] = json!(u);
+                }
+                doc.insert(
+                    "kubernetes".into(),
+                    json!({"namespace": p.namespace, "pod": pod, "container": {"name": p.container_name}}),
+                );
+                if let Some(id) = p.container_id {
+                    doc.insert("container".into(), json!({"id": id}));
+                }
+            }
+        }
+        if !s.fields.is_empty() {
+            if s.fields_under_root {
+                for (k, v) in &s.fields {
+                    doc.insert(k.clone(), v.clone());
+                }
+            } else {
+                doc.insert("fields".into(), Value::Object(s.fields.clone()));
+            }
+        }
+        if !s.tags.is_empty() {
+            doc.insert("tags".into(), json!(s.tags));
+        }
+        for own in ["message", "log", "stream", "error"] {
+            doc.remove(own);
+        }
+        payload_fields(&doc)
+    }
+}
+
+/// `,"log":{"file":{"path":…,"device_id":…,"inode":…}` (left open for
+/// the offset and flags).
+fn log_file(path: &str, id: FileId) -> Vec<u8> {
+    let mut out = b",\"log\":{\"file\":".to_vec();
+    let file = json!({
+        "path": path,
+        "device_id": id.device.to_string(),
+        "inode": id.inode.to_string(),
+    });
+    let _ = serde_json::to_writer(&mut out, &file);
+    out
+}
+
+/// A container runtime's record time as microseconds since the epoch.
+fn parse_time(t: &str) -> Option<i64> {
+    t.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|ts| ts.as_microsecond())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_times_keep_microseconds() {
+        assert_eq!(
+            parse_time("2026-12-03T10:00:00.123456789Z"),
+            Some(1_796_292_000_123_456)
+        );
+        assert_eq!(parse_time("yesterday"), None);
+    }
+
+    #[test]
+    fn the_file_part_of_log_is_left_open_for_the_offset() {
+        let s = log_file(
+            "/var/log/a \"b\".log",
+            FileId {
+                device: 3,
+                inode: 9,
+            },
+        );
+        let mut doc = String::from_utf8(s).unwrap();
+        doc.push_str(",\"offset\":5}");
+        let v: Value = serde_json::from_str(&format!("{{{}}}", &doc[1..])).unwrap();
+        assert_eq!(v["log"]["file"]["path"], "/var/log/a \"b\".log");
+        assert_eq!(v["log"]["file"]["inode"], "9");
+        assert_eq!(v["log"]["offset"], 5);
+    }
+}

@@ -465,6 +465,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_event_stored_in_the_disk_queue_is_acknowledged_at_once() {
+        use super::super::DiskSettings;
+        use crate::ack::{Ack, tests::Recorder};
+        let dir = tempfile::tempdir().unwrap();
+        let r = Arc::new(Recorder::default());
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
+                queue_events: 8,
+                disk: Some(DiskSettings {
+                    path: Some(dir.path().join("queue")),
+                    max_size: 1 << 20,
+                }),
+            }],
+            OutputMetrics::new(),
+        )
+        .unwrap();
+        let tx = outputs.sender("default").unwrap();
+        tx.send(ev(0).with_ack(Ack::new(r.clone(), 5))).await.unwrap();
+        assert_eq!(*r.0.lock().unwrap(), [5], "stored is delivered: it survives a restart");
+        outputs.shutdown(far()).await;
+    }
+
+    #[tokio::test]
     async fn a_full_queue_makes_send_wait_and_nothing_is_dropped() {
         let mut g = gated(2);
         let tx = g.outputs.sender("gated").unwrap();

@@ -8,6 +8,7 @@ pub mod elect;
 pub mod eval;
 pub mod inspect;
 pub mod run;
+pub mod status;
 
 /// Top-level command line.
 #[derive(Debug, Parser)]
@@ -34,6 +35,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run the agent: the policy's inputs, leader-gated ones only while leading.
     Run(run::RunArgs),
+    /// Which agent leads, and is it healthy: judge a Lease, or a running agent's /status.
+    Status(status::StatusArgs),
     /// Join a Lease election; print a JSON line per change; run CMD only while leading.
     Elect(elect::ElectArgs),
     /// Holds one term's command tree for `elect` (internal, not for users).
@@ -52,6 +55,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Inspect(args) => inspect::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Status(args) => status::run(&args),
         Command::Elect(args) => elect::run(&args),
         Command::Keep(args) => elect::keep(&args),
     }

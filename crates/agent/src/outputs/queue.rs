@@ -484,8 +484,14 @@ mod tests {
         )
         .unwrap();
         let tx = outputs.sender("default").unwrap();
-        tx.send(ev(0).with_ack(Ack::new(r.clone(), 5))).await.unwrap();
-        assert_eq!(*r.0.lock().unwrap(), [5], "stored is delivered: it survives a restart");
+        tx.send(ev(0).with_ack(Ack::new(r.clone(), 5)))
+            .await
+            .unwrap();
+        assert_eq!(
+            *r.0.lock().unwrap(),
+            [5],
+            "stored is delivered: it survives a restart"
+        );
         outputs.shutdown(far()).await;
     }
 

@@ -111,11 +111,26 @@ async fn healthy_expired_released_and_stuck_leases_are_told_apart() -> Result<()
         .await?;
     let leases = Api::<Lease>::namespaced(client.clone(), ns.name());
     for l in [
-        lease("healthy", Some("agent-a"), "2026-12-03T10:04:58.000000Z", 15)?,
-        lease("expired", Some("agent-a"), "2026-12-03T10:04:40.000000Z", 15)?,
+        lease(
+            "healthy",
+            Some("agent-a"),
+            "2026-12-03T10:04:58.000000Z",
+            15,
+        )?,
+        lease(
+            "expired",
+            Some("agent-a"),
+            "2026-12-03T10:04:40.000000Z",
+            15,
+        )?,
         lease("released", None, "2026-12-03T10:04:59.000000Z", 15)?,
         lease("stuck", Some("agent-a"), "2026-12-03T10:01:00.000000Z", 15)?,
-        lease("stranger", Some("laptop"), "2026-12-03T10:04:59.000000Z", 3600)?,
+        lease(
+            "stranger",
+            Some("laptop"),
+            "2026-12-03T10:04:59.000000Z",
+            3600,
+        )?,
     ] {
         leases.create(&pp, &l).await?;
     }
@@ -149,7 +164,10 @@ fn an_unreachable_api_or_a_bad_time_is_an_error_naming_the_fix() -> Result<()> {
         .output()?;
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8(o.stderr)?;
-    assert!(err.contains("cannot reach") && err.contains("monitoring"), "{err}");
+    assert!(
+        err.contains("cannot reach") && err.contains("monitoring"),
+        "{err}"
+    );
     let o = Command::new(binary()).args(["status"]).output()?;
     assert_eq!(o.status.code(), Some(2), "either --lease or --agent");
     Ok(())
@@ -162,7 +180,13 @@ async fn a_running_agents_status_names_its_elections_inputs_and_outputs() -> Res
     let dir = tempfile::tempdir()?;
     let policy = dir.path().join("policy.yml");
     std::fs::write(&policy, agents::policy("status-lease", ""))?;
-    let agent = AgentProc::start(&policy, &plane.agent_kubeconfig(1), 1, ns.name(), dir.path())?;
+    let agent = AgentProc::start(
+        &policy,
+        &plane.agent_kubeconfig(1),
+        1,
+        ns.name(),
+        dir.path(),
+    )?;
     let url = format!("http://{}", agent.http);
     // Leading: the table shows the election with this agent as holder.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -175,11 +199,17 @@ async fn a_running_agents_status_names_its_elections_inputs_and_outputs() -> Res
             assert_eq!(o.status.code(), Some(0), "{text}");
             break text;
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "never leading: {text}");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "never leading: {text}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
     assert!(text.contains("Agent:       agent-1"), "{text}");
-    assert!(text.contains(&format!("{}/status-lease", ns.name())), "{text}");
+    assert!(
+        text.contains(&format!("{}/status-lease", ns.name())),
+        "{text}"
+    );
     assert!(text.contains("gated") && text.contains("local"), "{text}");
     let o = Command::new(binary())
         .args(["status", "--agent", &url, "--format", "json"])
@@ -192,7 +222,16 @@ async fn a_running_agents_status_names_its_elections_inputs_and_outputs() -> Res
         .arg("status")
         .arg("--kubeconfig")
         .arg(plane.admin_kubeconfig())
-        .args(["--lease", "status-lease", "-n", ns.name(), "--lease-duration", "3", "--format", "json"])
+        .args([
+            "--lease",
+            "status-lease",
+            "-n",
+            ns.name(),
+            "--lease-duration",
+            "3",
+            "--format",
+            "json",
+        ])
         .output()?;
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout)?;
     assert_eq!(doc["holder"], "agent-1");

@@ -39,6 +39,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Join a Lease election; print a JSON line per change; run CMD only while leading.
     Elect(elect::ElectArgs),
+    /// Hands the data directory to the agent's uid (the Helm chart's root
+    /// init container for a hostPath data volume; internal).
+    #[command(name = "__chown-data", hide = true)]
+    ChownData(ChownDataArgs),
     /// Holds one term's command tree for `elect` (internal, not for users).
     #[command(name = "__keep", hide = true)]
     Keep(elect::KeepArgs),
@@ -58,5 +62,35 @@ pub fn run(cli: Cli) -> i32 {
         Command::Status(args) => status::run(&args),
         Command::Elect(args) => elect::run(&args),
         Command::Keep(args) => elect::keep(&args),
+        Command::ChownData(args) => chown_data(&args),
+    }
+}
+
+/// `__chown-data DIR UID GID`.
+#[derive(Debug, clap::Args)]
+pub struct ChownDataArgs {
+    dir: std::path::PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+/// Makes `dir` (created if missing) owned by `uid:gid`, mode 0700: the
+/// agent's queues and registry are its own.
+fn chown_data(args: &ChownDataArgs) -> i32 {
+    use std::os::unix::fs::PermissionsExt;
+    let result = std::fs::create_dir_all(&args.dir)
+        .and_then(|()| std::os::unix::fs::chown(&args.dir, Some(args.uid), Some(args.gid)))
+        .and_then(|()| std::fs::set_permissions(&args.dir, std::fs::Permissions::from_mode(0o700)));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "leasehold: cannot hand {} to {}:{}: {e}",
+                args.dir.display(),
+                args.uid,
+                args.gid
+            );
+            1
+        }
     }
 }

@@ -572,6 +572,28 @@ inputs:
     )?;
     let mut a = start(d, &policy)?;
     let docs = wait_docs(&d.join("out"), 6)?;
+    // Visible in /metrics: one file open per stream, every byte read.
+    let (_, metrics) = a.get("/metrics")?;
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(
+        value("leasehold_filestream_files_open{stream=\"cri\"}"),
+        Some(1.0),
+        "{metrics}"
+    );
+    let cri_bytes = fs::metadata(pod_dir.join("0.log"))?.len() as f64;
+    assert_eq!(
+        value("leasehold_filestream_bytes_read_total{stream=\"cri\"}"),
+        Some(cri_bytes)
+    );
+    assert_eq!(
+        value("leasehold_filestream_files_open{stream=\"docker\"}"),
+        Some(1.0)
+    );
     a.signal(libc::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
     let docs = wait_docs(&d.join("out"), docs.len())?;

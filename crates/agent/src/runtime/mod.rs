@@ -212,6 +212,8 @@ impl Agent {
         metrics.set_identity(&statics.fields.name);
         let election_metrics = Arc::new(SimpleMetrics::register(&mut registry));
         let output_metrics = OutputMetrics::register(&mut registry);
+        let registries = Registries::new(&opts.data_path);
+        registries.register_metrics(&mut registry);
         let registry: SharedRegistry = Arc::new(Mutex::new(registry));
         let board = StatusBoard::new();
         board.set_identity(statics.fields.name.clone());
@@ -241,7 +243,6 @@ impl Agent {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
-        let registries = Registries::new(&opts.data_path);
         let registry_flush = tokio::spawn(Arc::clone(&registries).flush_loop());
         let agent = Agent {
             registries,

@@ -88,7 +88,14 @@ impl Input for Filestream {
             for s in &self.streams {
                 let registry = ctx.registries.open(&s.id);
                 let sink = ctx.sink.with_data_stream(&s.data_stream);
-                tasks.spawn(prospect(Arc::clone(s), registry, sink, ctx.cancel.clone()));
+                let metrics = ctx.registries.metrics(&s.id);
+                tasks.spawn(prospect(
+                    Arc::clone(s),
+                    registry,
+                    sink,
+                    ctx.cancel.clone(),
+                    metrics,
+                ));
             }
             let mut result = Ok(());
             while let Some(joined) = tasks.join_next().await {
@@ -108,6 +115,7 @@ async fn prospect(
     reg: Arc<StreamRegistry>,
     sink: EventSink,
     cancel: CancellationToken,
+    metrics: registry::StreamMetrics,
 ) -> Result<(), String> {
     let mut readers: JoinSet<(FileId, Result<Closed, String>)> = JoinSet::new();
     let mut reading: HashMap<FileId, String> = HashMap::new();
@@ -127,6 +135,7 @@ async fn prospect(
                 cursor,
                 sink: sink.clone(),
                 cancel: cancel.child_token(),
+                metrics: metrics.clone(),
             };
             reading.insert(f.id, f.path);
             readers.spawn(async move { (reader.id, reader.run().await) });

@@ -50,6 +50,23 @@ pub struct Reader {
     pub cursor: Arc<Cursor>,
     pub sink: EventSink,
     pub cancel: CancellationToken,
+    pub metrics: super::registry::StreamMetrics,
+}
+
+/// Counts an open file for as long as it lives.
+struct OpenFile(prometheus_client::metrics::gauge::Gauge);
+
+impl OpenFile {
+    fn new(g: &prometheus_client::metrics::gauge::Gauge) -> OpenFile {
+        g.inc();
+        OpenFile(g.clone())
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// What the reader keeps while following a file.
@@ -89,6 +106,7 @@ impl Reader {
         if id != self.id {
             return Ok(Closed::Replaced);
         }
+        let _open = OpenFile::new(&self.metrics.files_open);
         let offset = self.cursor.lock().resume;
         let mut f = Follow {
             file: Arc::new(file),
@@ -118,6 +136,7 @@ impl Reader {
             .map_err(|e| e.to_string())?;
             let n = read.map_err(|e| format!("cannot read {}: {e}", self.path))?;
             if n > 0 {
+                self.metrics.bytes_read.inc_by(n as u64);
                 if let Some(closed) = self.consume(&mut f, &buf[..n]).await {
                     return Ok(closed);
                 }

@@ -16,6 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
 use super::identity::{FileId, Fingerprint};
@@ -241,12 +246,35 @@ fn write_atomically(file: &Path, saved: &Saved) -> io::Result<()> {
     Ok(())
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    stream: String,
+}
+
+/// What a stream's readers count, for `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct StreamMetrics {
+    /// `leasehold_filestream_files_open{stream}`.
+    pub files_open: Gauge,
+    /// `leasehold_filestream_bytes_read_total{stream}`.
+    pub bytes_read: Counter,
+}
+
+/// The metric families of every stream.
+#[derive(Clone, Debug, Default)]
+struct Families {
+    files_open: Family<StreamLabels, Gauge>,
+    bytes_read: Family<StreamLabels, Counter>,
+    write_errors: Counter,
+}
+
 /// The registries of every filestream stream of the agent, under one data
 /// path. Streams restarted within a process share their in-memory state.
 #[derive(Debug)]
 pub struct Registries {
     dir: PathBuf,
     streams: Mutex<HashMap<String, Arc<StreamRegistry>>>,
+    families: Families,
 }
 
 impl Registries {
@@ -255,7 +283,39 @@ impl Registries {
         Arc::new(Registries {
             dir: data_path.join("registry").join("filestream"),
             streams: Mutex::new(HashMap::new()),
+            families: Families::default(),
         })
+    }
+
+    /// Registers the filestream metrics: files open and bytes read per
+    /// stream, and failed registry writes.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register(
+            "leasehold_filestream_files_open",
+            "Files a filestream stream has open",
+            self.families.files_open.clone(),
+        );
+        registry.register(
+            "leasehold_filestream_bytes_read",
+            "Bytes a filestream stream read from its files",
+            self.families.bytes_read.clone(),
+        );
+        registry.register(
+            "leasehold_filestream_registry_write_errors",
+            "Failed writes of a filestream registry (retried every second)",
+            self.families.write_errors.clone(),
+        );
+    }
+
+    /// The metrics of stream `id`.
+    pub fn metrics(&self, id: &str) -> StreamMetrics {
+        let labels = StreamLabels {
+            stream: id.to_string(),
+        };
+        StreamMetrics {
+            files_open: self.families.files_open.get_or_create(&labels).clone(),
+            bytes_read: self.families.bytes_read.get_or_create(&labels).clone(),
+        }
     }
 
     /// The registry of stream `id`, loaded from disk on first use.
@@ -284,6 +344,7 @@ impl Registries {
             .collect();
         for s in streams {
             if let Err(e) = s.flush() {
+                self.families.write_errors.inc();
                 tracing::error!(file = %s.file.display(), error = %e, "cannot write the filestream registry; retrying");
             }
         }

@@ -253,10 +253,29 @@ pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
         let Value::Map(mut config) = rendered else {
             continue;
         };
+        // `enabled: false` turns an input or a stream off, as in Elastic Agent.
+        if matches!(config.get("enabled"), Some(Value::Bool(false))) {
+            out.dropped.push(Dropped {
+                id: raw_id,
+                reason: "disabled (`enabled: false`)".into(),
+            });
+            continue;
+        }
+        if let Some(Value::List(streams)) = config.get("streams") {
+            let kept: Vec<Value> = streams
+                .iter()
+                .filter(|s| !matches!(s, Value::Map(m) if matches!(m.get("enabled"), Some(Value::Bool(false)))))
+                .cloned()
+                .collect();
+            if kept.len() != streams.len() {
+                config.insert("streams", Value::List(kept));
+            }
+        }
         if had_streams && !non_empty_list(config.get("streams")) {
             out.dropped.push(Dropped {
                 id: raw_id,
-                reason: "all of its streams were removed by their conditions".into(),
+                reason: "all of its streams were removed by their conditions or `enabled: false`"
+                    .into(),
             });
             continue;
         }

@@ -320,3 +320,39 @@ fn example_substitution() {
             .all(|d| d.severity != Severity::Error)
     );
 }
+
+#[test]
+fn enabled_false_turns_an_input_or_a_stream_off() {
+    let p = policy(
+        r#"
+inputs:
+  - {id: disabled, type: t, enabled: false}
+  - {id: active, type: t, enabled: true}
+  - id: some
+    type: t
+    streams:
+      - {name: s1, enabled: false}
+      - {name: s2}
+  - id: none
+    type: t
+    streams:
+      - {name: s1, enabled: false}
+"#,
+    );
+    let r = render(&p, &vars(true)).unwrap();
+    let kept: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(kept, ["active", "some"]);
+    let Value::Map(m) = &r.inputs[1].config else {
+        panic!()
+    };
+    let Some(Value::List(streams)) = m.get("streams") else {
+        panic!()
+    };
+    assert_eq!(streams.len(), 1, "the disabled stream is gone");
+    let (_, dropped) = ids(&p, &vars(true));
+    assert_eq!(
+        dropped[0],
+        ("off".into(), "disabled (`enabled: false`)".into())
+    );
+    assert_eq!(dropped[1].0, "none");
+}

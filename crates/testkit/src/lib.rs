@@ -26,6 +26,7 @@ mod plane;
 mod process;
 mod proxy;
 pub mod sinks;
+pub mod tools;
 pub mod work;
 
 pub use ksm::{KubeStateMetrics, SCRAPE_TIMEOUT};

@@ -82,7 +82,7 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Connection, String> {
                     "no Kubernetes configuration found: {e}; pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
                 )
             })?;
-            (config, "the inferred credentials (KUBECONFIG, in-cluster service account or ~/.kube/config)".into())
+            (config, "the inferred credentials (KUBECONFIG or ~/.kube/config, else the in-cluster service account)".into())
         }
     };
     let server = config.cluster_url.to_string();

@@ -34,7 +34,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub http: Option<String>,
     /// Kubeconfig file [default: the provider's `kube_config`, KUBECONFIG,
-    /// in-cluster, ~/.kube/config].
+    /// ~/.kube/config, else in-cluster].
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// Where the agent keeps state across restarts (disk queues of outputs

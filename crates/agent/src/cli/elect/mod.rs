@@ -38,7 +38,7 @@ pub struct ElectArgs {
     /// Identity to write as holder [default: POD_NAME, then the hostname].
     #[arg(long)]
     pub identity: Option<String>,
-    /// Kubeconfig file [default: KUBECONFIG, in-cluster, ~/.kube/config].
+    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else in-cluster].
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// How long others wait before taking over a silent lease.

@@ -37,7 +37,7 @@ pub struct StatusArgs {
     /// The Lease's namespace [default: the pod's namespace, POD_NAMESPACE, else default].
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// Kubeconfig file [default: KUBECONFIG, in-cluster, ~/.kube/config].
+    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else in-cluster].
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// The agents' configured `leader_leaseduration`, in seconds: a Lease

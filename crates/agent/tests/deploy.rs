@@ -133,6 +133,108 @@ async fn apply_base(plane: &ControlPlane) -> Result<Vec<Value>> {
     Ok(objs)
 }
 
+/// The uid the image runs as (`USER` in the Dockerfile) and the pods too.
+const IMAGE_UID: &str = "65532";
+
+/// What a DaemonSet runs is the image's entrypoint with `run` on the
+/// mounted policy, its data volume and its probes' port.
+fn check_daemonset(name: &str, objs: &[Value]) -> Result<()> {
+    let ds = find(objs, "DaemonSet")?;
+    let pod = &ds["spec"]["template"]["spec"];
+    let c = pod["containers"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "leasehold"))
+        .with_context(|| format!("{name}: no leasehold container"))?;
+    assert!(
+        c.get("command").is_none(),
+        "{name}: the image's entrypoint runs"
+    );
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "run",
+            "-c",
+            "/etc/leasehold/leasehold.yml",
+            "--path.data",
+            "/var/lib/leasehold",
+            "--http",
+            "0.0.0.0:6791"
+        ],
+        "{name}"
+    );
+    let mount = |path: &str| {
+        c["volumeMounts"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["mountPath"] == path))
+            .and_then(|m| m["name"].as_str())
+            .map(str::to_string)
+    };
+    let volume = |v: &str| {
+        pod["volumes"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|x| x["name"] == v))
+            .cloned()
+    };
+    let policy =
+        volume(&mount("/etc/leasehold").context("policy mount")?).context("policy volume")?;
+    let cm = find(objs, "ConfigMap")?;
+    assert_eq!(
+        policy["configMap"]["name"], cm["metadata"]["name"],
+        "{name}"
+    );
+    assert!(
+        cm["data"]["leasehold.yml"].is_string(),
+        "{name}: the policy key"
+    );
+    assert!(
+        mount("/var/lib/leasehold").is_some(),
+        "{name}: the data volume"
+    );
+    assert_eq!(c["ports"][0]["containerPort"], 6791, "{name}");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/livez", "{name}");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{name}");
+    assert_eq!(
+        pod["securityContext"]["runAsUser"].to_string(),
+        IMAGE_UID,
+        "{name}"
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+    assert_eq!(
+        c["securityContext"]["readOnlyRootFilesystem"], true,
+        "{name}"
+    );
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"], false,
+        "{name}"
+    );
+    assert_eq!(
+        c["securityContext"]["capabilities"]["drop"][0], "ALL",
+        "{name}"
+    );
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_i64()
+        .context("grace")?;
+    assert!(
+        grace > 25,
+        "{name}: the grace period is above shutdown_timeout (25s)"
+    );
+    for env in ["POD_NAME", "POD_NAMESPACE", "NODE_NAME"] {
+        assert!(
+            c["env"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|x| x["name"] == env)),
+            "{name}: no {env}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Result<()> {
     let plane = ControlPlane::shared();
@@ -144,6 +246,7 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
     ] {
         let objs = dry_run(plane, &kustomize(plane, dir)?)?;
         let kinds: Vec<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+        check_daemonset(dir, &objs)?;
         for want in [
             "Namespace",
             "ServiceAccount",
@@ -177,6 +280,7 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
     ensure_namespace(plane, "helm-dry").await?;
     let rendered = helm(plane, &["template", "dry", &chart(), "-n", "helm-dry"])?;
     let objs = dry_run(plane, &rendered)?;
+    check_daemonset("Helm chart", &objs)?;
     assert_eq!(
         find(&objs, "Role")?["rules"][0]["resourceNames"][0],
         "dry-leasehold-leader",
@@ -492,29 +596,11 @@ fn the_image_builds_what_ci_builds_and_runs_what_the_daemonset_runs() -> Result<
         .iter()
         .find_map(|l| l.strip_prefix("USER "))
         .context("USER")?;
-    // What the DaemonSet runs: the image's entrypoint with these args.
-    let base = std::fs::read_to_string(repo().join("deploy/kubernetes/base/daemonset.yaml"))?;
-    let chart =
-        std::fs::read_to_string(repo().join("deploy/helm/leasehold/templates/daemonset.yaml"))?;
-    for (name, text) in [("kustomize base", &base), ("Helm chart", &chart)] {
-        assert!(
-            !text.contains("\n          command:"),
-            "{name}: the image's entrypoint runs"
-        );
-        assert!(
-            text.contains("- run\n            - -c\n            - /etc/leasehold/leasehold.yml"),
-            "{name}"
-        );
-        assert!(text.contains("mountPath: /etc/leasehold"), "{name}");
-        assert!(
-            text.contains("- --path.data\n            - /var/lib/leasehold"),
-            "{name}"
-        );
-    }
-    assert!(base.contains(&format!(
-        "runAsUser: {}",
-        user.split(':').next().context("uid")?
-    )));
+    assert_eq!(
+        user.split(':').next(),
+        Some(IMAGE_UID),
+        "the DaemonSets run as the image's user"
+    );
     // The binary takes exactly these arguments.
     let o = Command::new(binary()).args(["run", "--help"]).output()?;
     let help = String::from_utf8_lossy(&o.stdout);

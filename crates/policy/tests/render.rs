@@ -352,7 +352,7 @@ inputs:
     let (_, dropped) = ids(&p, &vars(true));
     assert_eq!(
         dropped[0],
-        ("off".into(), "disabled (`enabled: false`)".into())
+        ("disabled".into(), "disabled (`enabled: false`)".into())
     );
     assert_eq!(dropped[1].0, "none");
 }

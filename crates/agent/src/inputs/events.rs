@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use leasehold_policy::{Map, Value};
+use leasehold_policy::Map;
 use serde_json::{Value as Json, json};
 
 use super::schedule::{document_id, now_us};
@@ -44,33 +44,12 @@ impl Events {
     pub fn from_settings(id: &str, map: &Map, out: &mut Vec<Problem>) -> Option<Events> {
         let before = out.len();
         unknown_keys(map, &KEYS, "kubernetes/events", out);
-        let namespaces = match map.get("namespaces") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::List(items)) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| match v {
-                    Value::Str(s) => Some(s.clone()),
-                    other => {
-                        out.push(Problem::new(
-                            &format!("namespaces.{i}"),
-                            format!("must be a namespace name, found {}", other.type_name()),
-                        ));
-                        None
-                    }
-                })
-                .collect(),
-            Some(other) => {
-                out.push(Problem::new(
-                    "namespaces",
-                    format!(
-                        "must be a list of namespace names, found {}",
-                        other.type_name()
-                    ),
-                ));
-                Vec::new()
-            }
-        };
+        let namespaces = super::settings::optional_strings(
+            map.get("namespaces"),
+            "namespaces",
+            ["a namespace name", "namespace names"],
+            out,
+        );
         (out.len() == before).then(|| Events {
             id: id.to_string(),
             namespaces,

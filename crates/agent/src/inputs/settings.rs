@@ -257,6 +257,42 @@ pub fn string_list(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<Vec<S
     }
 }
 
+/// An optional list of strings at `key` (one string counts as a list of
+/// one); problems say what an item is (`[one, many]`, e.g.
+/// `["a namespace name", "namespace names"]`).
+pub fn optional_strings(
+    value: Option<&Value>,
+    key: &str,
+    [one, many]: [&str; 2],
+    out: &mut Vec<Problem>,
+) -> Vec<String> {
+    match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Str(s)) => vec![s.clone()],
+        Some(Value::List(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| match v {
+                Value::Str(s) => Some(s.clone()),
+                other => {
+                    out.push(Problem::new(
+                        &format!("{key}.{i}"),
+                        format!("must be {one}, found {}", other.type_name()),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            out.push(Problem::new(
+                key,
+                format!("must be a list of {many}, found {}", other.type_name()),
+            ));
+            Vec::new()
+        }
+    }
+}
+
 /// An optional string.
 pub fn opt_string(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<String> {
     match map.get(key)? {

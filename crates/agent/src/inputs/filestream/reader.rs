@@ -322,7 +322,9 @@ impl Reader {
         out
     }
 
-    /// The slow path: decoded keys merged with the reader's own.
+    /// The slow path: decoded keys merged with the reader's own. The own
+    /// fields come from the fast path, parsed back, so the document's
+    /// layout is written in one place only.
     fn fields_with_decoded(&self, f: &Follow, m: &Message) -> Vec<u8> {
         let plain = Message {
             decoded: None,

@@ -11,7 +11,7 @@ use regex::Regex;
 use super::parsers::{Match, Stream};
 use super::pipeline::{Format, NdjsonSettings, ParserSpec, StreamFilter};
 use crate::inputs::scrape::duration;
-use crate::inputs::settings::{COMMON_KEYS, DataStream, Problem, unresolved};
+use crate::inputs::settings::{COMMON_KEYS, DataStream, Problem, optional_strings, unresolved};
 
 /// Every key a stream reads (dotted, as in Filebeat's reference).
 const KEYS: [&str; 20] = [
@@ -175,31 +175,7 @@ fn dur(map: &Map, key: &str, default: Duration, out: &mut Vec<Problem>) -> Durat
 }
 
 fn strings(map: &Map, key: &str, out: &mut Vec<Problem>) -> Vec<String> {
-    match lookup(map, key) {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Str(s)) => vec![s.clone()],
-        Some(Value::List(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| match v {
-                Value::Str(s) => Some(s.clone()),
-                other => {
-                    out.push(Problem::new(
-                        &format!("{key}.{i}"),
-                        format!("must be a string, found {}", other.type_name()),
-                    ));
-                    None
-                }
-            })
-            .collect(),
-        Some(v) => {
-            out.push(Problem::new(
-                key,
-                format!("must be a list of strings, found {}", v.type_name()),
-            ));
-            Vec::new()
-        }
-    }
+    optional_strings(lookup(map, key), key, ["a string", "strings"], out)
 }
 
 fn patterns(map: &Map, keys: &[&str], out: &mut Vec<Problem>) -> Vec<Regex> {

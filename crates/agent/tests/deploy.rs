@@ -260,6 +260,12 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
             assert!(kinds.contains(&want), "{dir}: no {want} in {kinds:?}");
         }
     }
+    // hostPath volumes need the privileged Pod Security level.
+    let base = dry_run(plane, &kustomize(plane, "deploy/kubernetes/base")?)?;
+    assert_eq!(
+        find(&base, "Namespace")?["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
     // The overlay's Lease is its own, in the Role and in the policy.
     let overlay = dry_run(
         plane,

@@ -643,3 +643,46 @@ inputs:
     assert_eq!(docs.len(), 6, "nothing split, nothing extra");
     Ok(())
 }
+
+#[test]
+fn a_file_truncated_and_written_past_its_old_end_while_idle_is_read_from_its_start() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    fs::create_dir_all(d.join("logs"))?;
+    let log = d.join("logs/app.log");
+    let lines = |tag: &str, n: usize| -> String {
+        (0..n)
+            .map(|i| format!("{tag} {i:08} {}\n", "z".repeat(40)))
+            .collect()
+    };
+    fs::write(&log, lines("old", 10))?;
+    let policy = d.join("policy.yml");
+    fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: {out}, filename: logs}}\ninputs:\n  - id: logs\n    type: filestream\n    paths: [{logs}/*.log]\n    prospector.scanner.check_interval: 200ms\n    backoff.init: 1s\n    backoff.max: 2s\n",
+            out = d.join("out").display(),
+            logs = d.join("logs").display(),
+        ),
+    )?;
+    let mut a = start(d, &policy)?;
+    wait_shipped(&d.join("out"), "old", 10, Duration::from_secs(30))?;
+    // The reader is idle at the end; the file is emptied and written again,
+    // longer than before, before it looks next.
+    fs::write(&log, lines("new", 30))?;
+    wait_shipped(&d.join("out"), "new", 30, Duration::from_secs(30))?;
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    let all = shipped(&d.join("out"))?;
+    let new: Vec<u64> = all
+        .iter()
+        .filter(|s| s.source == "new")
+        .map(|s| s.seq)
+        .collect();
+    assert_eq!(
+        new,
+        (0..30).collect::<Vec<_>>(),
+        "every new line once, in order, none cut"
+    );
+    Ok(())
+}

@@ -121,19 +121,30 @@ impl Reader {
         tracing::debug!(path = %self.path, offset, "reading file");
         let mut backoff = self.settings.backoff_init;
         let mut last_data = Instant::now();
+        // After a pause the file may have been truncated and written past
+        // the old offset: its first bytes tell.
+        let mut after_pause = false;
         loop {
             if self.cancel.is_cancelled() {
                 return Ok(Closed::Cancelled);
             }
             let file = Arc::clone(&f.file);
             let at = f.offset;
-            let (buf, read) = tokio::task::spawn_blocking(move || {
+            let expect = after_pause.then(|| self.cursor.lock().fingerprint);
+            let (buf, read, rewritten) = tokio::task::spawn_blocking(move || {
+                let rewritten = expect.is_some_and(|fp| !fp.matches(&file).unwrap_or(true));
                 let mut buf = vec![0u8; CHUNK];
                 let r = file.read_at(&mut buf, at);
-                (buf, r)
+                (buf, r, rewritten)
             })
             .await
             .map_err(|e| e.to_string())?;
+            after_pause = false;
+            if rewritten {
+                tracing::info!(path = %self.path, read = f.offset, "file truncated and written again while idle; reading it again from its start");
+                self.start_over(&mut f);
+                continue;
+            }
             let n = read.map_err(|e| format!("cannot read {}: {e}", self.path))?;
             if n > 0 {
                 self.metrics.bytes_read.inc_by(n as u64);
@@ -163,6 +174,7 @@ impl Reader {
                 () = self.cancel.cancelled() => return Ok(Closed::Cancelled),
                 () = tokio::time::sleep(backoff) => {}
             }
+            after_pause = true;
             backoff = (backoff * 2).min(self.settings.backoff_max);
         }
     }
@@ -175,17 +187,7 @@ impl Reader {
             .map_err(|e| format!("cannot stat {}: {e}", self.path))?;
         if meta.len() < f.offset {
             tracing::info!(path = %self.path, size = meta.len(), read = f.offset, "file truncated; reading it again from its start");
-            f.offset = 0;
-            f.line.clear();
-            f.line_start = 0;
-            f.cut = false;
-            f.pipeline = Pipeline::new(&self.settings.parsers);
-            let mut c = self.cursor.lock();
-            c.window.reset(0);
-            c.resume = 0;
-            c.fingerprint = Fingerprint::of_bytes(&[]);
-            drop(c);
-            self.cursor.touch();
+            self.start_over(f);
             return Ok(None);
         }
         self.refresh_fingerprint(f, meta.len());
@@ -202,6 +204,22 @@ impl Reader {
             return Ok(Some(Closed::Inactive));
         }
         Ok(None)
+    }
+
+    /// Reads the file again from 0: what was read and what is in flight
+    /// described bytes that are gone.
+    fn start_over(&self, f: &mut Follow) {
+        f.offset = 0;
+        f.line.clear();
+        f.line_start = 0;
+        f.cut = false;
+        f.pipeline = Pipeline::new(&self.settings.parsers);
+        let mut c = self.cursor.lock();
+        c.window.reset(0);
+        c.resume = 0;
+        c.fingerprint = Fingerprint::of_bytes(&[]);
+        drop(c);
+        self.cursor.touch();
     }
 
     /// Extends a short fingerprint as the file grows, up to its full length.

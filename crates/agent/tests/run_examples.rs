@@ -38,6 +38,23 @@ fn wait_line(file: &Path, within: Duration, pred: impl Fn(&Value) -> bool) -> Re
     }
 }
 
+/// How long after its start an agent of `name` may take to lead a fresh
+/// Lease: a missing Lease is created only once it has been seen missing
+/// for one lease duration, then the next retry takes it. Read from the
+/// example's own `leader_leaseduration` and `leader_retryperiod`.
+fn first_lead_within(name: &str) -> Result<Duration> {
+    let text = std::fs::read_to_string(example(name))?;
+    let seconds = |key: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split('#').next()?.trim().parse().ok())
+            .with_context(|| format!("{name} sets no whole-second {key}"))
+    };
+    let lease = seconds("leader_leaseduration")?;
+    let retry = seconds("leader_retryperiod")?;
+    Ok(Duration::from_secs(lease + 2 * retry) + MARGIN)
+}
+
 #[test]
 fn run_examples_pass_check_without_warnings() -> Result<()> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
@@ -112,9 +129,10 @@ async fn the_leader_gated_example_runs_its_cluster_input_on_the_leader() -> Resu
         ns.name(),
         out.path(),
     )?;
+    // The gated input prints its first line at once when it starts.
     let ev = wait_line(
         &out.path().join("events.ndjson"),
-        Duration::from_secs(15),
+        first_lead_within("run-leader-gated.yaml")? + MARGIN,
         |v| v["input"]["id"] == "cluster",
     )?;
     assert_eq!(ev["leader"]["lease"], "leasehold-cluster-leader");
@@ -154,7 +172,7 @@ async fn the_two_elections_example_holds_both_leases() -> Result<()> {
         o2.path(),
     )?;
     let admin = plane.admin_client().await?;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + first_lead_within("run-two-elections.yaml")?;
     for lease in ["leasehold-state-metrics", "leasehold-events"] {
         let l = LeaseAdmin::new(admin.clone(), ns.name(), lease);
         loop {

@@ -1,6 +1,7 @@
 //! What users deploy, checked against the real API server with the real
 //! client tools: the kustomize base and overlay and the Helm chart pass a
 //! server-side dry run, `helm lint`, and a real `helm install`/`uninstall`;
+//! the chart refuses bad values naming them;
 //! the shipped Role and ClusterRole grant exactly what the agent needs;
 //! the agent runs with the shipped policy under that identity, leads and
 //! ships kube-state-metrics documents; the image builds what CI builds and
@@ -314,6 +315,54 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
         ds["spec"]["template"]["spec"]["initContainers"][0]["command"][1],
         "__chown-data"
     );
+    Ok(())
+}
+
+/// Values a user gets wrong are refused by `helm template` (and so by
+/// install and upgrade) naming the value, before any object exists.
+#[test]
+fn the_chart_refuses_bad_values_naming_them() -> Result<()> {
+    let refused = |set: &str| -> Result<String> {
+        match run(
+            &tools::helm()?,
+            &["template", "v", &chart(), "--set", set],
+            None,
+        ) {
+            Ok(_) => bail!("helm template accepted --set {set}"),
+            Err(e) => Ok(e.to_string()),
+        }
+    };
+    for (set, said) in [
+        ("tolerration=1", "'tolerration' not allowed"),
+        ("lease.durationSeconds=abc", "/lease/durationSeconds"),
+        ("lease.name=Bad_Name", "/lease/name"),
+        ("hostPaths.logs=var/log", "/hostPaths/logs"),
+        ("monitoring.port=0", "/monitoring/port"),
+        ("shutdownTimeoutSeconds=0", "/shutdownTimeoutSeconds"),
+        (
+            "lease.durationSeconds=10",
+            "lease.durationSeconds (10) must be greater than lease.renewDeadlineSeconds (10)",
+        ),
+        (
+            "lease.retryPeriodSeconds=9",
+            "lease.renewDeadlineSeconds (10) must be greater than 1.2 × lease.retryPeriodSeconds (9)",
+        ),
+    ] {
+        let err = refused(set)?;
+        assert!(err.contains(said), "--set {set}: {err}");
+    }
+    // The edge of the timing rule is accepted: 6 × 1 < 5 × 2.
+    run(
+        &tools::helm()?,
+        &[
+            "template",
+            "v",
+            &chart(),
+            "--set",
+            "lease.durationSeconds=3,lease.renewDeadlineSeconds=2,lease.retryPeriodSeconds=1",
+        ],
+        None,
+    )?;
     Ok(())
 }
 

@@ -42,3 +42,20 @@ outputs:
 inputs:
 {{ toYaml .Values.policy.inputs | indent 2 }}
 {{- end -}}
+
+{{- /*
+The election's timing rule, the one `leasehold check` and the agent apply:
+duration > renew deadline > 1.2 × retry period. Types and ranges are in
+values.schema.json; this is the part a schema cannot say.
+*/ -}}
+{{- define "leasehold.checkTimings" -}}
+{{- $d := int .Values.lease.durationSeconds -}}
+{{- $rd := int .Values.lease.renewDeadlineSeconds -}}
+{{- $rp := int .Values.lease.retryPeriodSeconds -}}
+{{- if le $d $rd -}}
+{{- fail (printf "lease.durationSeconds (%d) must be greater than lease.renewDeadlineSeconds (%d): a leader must give up before its Lease can expire; e.g. 15 and 10" $d $rd) -}}
+{{- end -}}
+{{- if ge (mul 6 $rp) (mul 5 $rd) -}}
+{{- fail (printf "lease.renewDeadlineSeconds (%d) must be greater than 1.2 × lease.retryPeriodSeconds (%d): a leader needs more than one retry before its deadline; e.g. 10 and 2" $rd $rp) -}}
+{{- end -}}
+{{- end -}}

@@ -78,6 +78,7 @@ fn meminfo_kib(key: &str, text: &str) -> Option<u64> {
 
 #[test]
 fn values_match_proc_read_by_the_test() -> Result<()> {
+    let reads_before = disk_reads()?;
     let dir = tempfile::tempdir()?;
     let p = policy(dir.path(), None, &METRICSETS)?;
     let _agent = AgentProc::start(
@@ -97,6 +98,8 @@ fn values_match_proc_read_by_the_test() -> Result<()> {
             "network",
             "process_summary",
             "uptime",
+            "filesystem",
+            "diskio",
         ],
         Duration::from_secs(10),
     )?;
@@ -181,12 +184,66 @@ fn values_match_proc_read_by_the_test() -> Result<()> {
     .map(|k| summary[k].as_u64().unwrap_or(0))
     .sum();
     assert!(total > 0 && parts == total, "{summary}");
+    // Disks: each count lies between the test's readings before the agent
+    // started and now (the counters only grow).
+    let reads_after = disk_reads()?;
+    for d in &docs["diskio"] {
+        let io = &d["system"]["diskio"];
+        let name = io["name"].as_str().context("diskio.name")?;
+        let got = io["read"]["count"].as_u64().context("read.count")?;
+        let (lo, hi) = (reads_before.get(name), reads_after.get(name));
+        assert!(
+            lo.zip(hi)
+                .is_some_and(|(lo, hi)| (*lo..=*hi).contains(&got)),
+            "{name}: {got} reads, /proc/diskstats had {lo:?} before and {hi:?} after"
+        );
+    }
+    // File systems: the size is the kernel's (statvfs now); free space
+    // moves only by what was written meanwhile.
+    let root = docs["filesystem"]
+        .iter()
+        .map(|d| &d["system"]["filesystem"])
+        .find(|f| f["mount_point"] == "/")
+        .context("no filesystem document for /")?;
+    let (total, free) = statvfs_bytes("/")?;
+    assert_eq!(root["total"].as_u64(), Some(total), "{root}");
+    let got_free = root["free"].as_u64().context("free")?;
+    assert!(
+        got_free.abs_diff(free) < 256 << 20,
+        "free {got_free} vs {free} now: {root}"
+    );
+    let used = root["used"]["bytes"].as_u64().context("used.bytes")?;
+    assert_eq!(used, total - got_free, "{root}");
     // Documents go to one data stream per metricset, with stable ids.
     let d = &docs["memory"][0];
     assert_eq!(d["data_stream"]["dataset"], "system.memory");
     assert_eq!(d["data_stream"]["type"], "metrics");
     assert_eq!(d["@metadata"]["_id"].as_str().map(str::len), Some(32));
     Ok(())
+}
+
+/// Reads completed per block device, from `/proc/diskstats`.
+fn disk_reads() -> Result<BTreeMap<String, u64>> {
+    let text = std::fs::read_to_string("/proc/diskstats")?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((f.get(2)?.to_string(), f.get(3)?.parse().ok()?))
+        })
+        .collect())
+}
+
+/// Total and free bytes of the file system holding `path`.
+fn statvfs_bytes(path: &str) -> Result<(u64, u64)> {
+    let c = std::ffi::CString::new(path)?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `s` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        bail!("statvfs {path}: {}", std::io::Error::last_os_error());
+    }
+    let frsize = s.f_frsize as u64;
+    Ok((s.f_blocks as u64 * frsize, s.f_bfree as u64 * frsize))
 }
 
 /// Writes a host root with recorded `/proc` files.

@@ -106,9 +106,15 @@ def ksm_build_key() -> str:
     return f"ksm-{KSM_VERSION}_{wrapper_hash({KSM: ROOT / KSM})}"
 
 
-def cache_root() -> Path:
+def cache_base() -> Path:
+    """The per-user cache every build of this project shares; each kind
+    of build keeps its own directory under it."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "leasehold" / "controlplane"
+    return Path(base) / "leasehold"
+
+
+def cache_root() -> Path:
+    return cache_base() / "controlplane"
 
 
 def cache_dir() -> Path:
@@ -138,14 +144,18 @@ def ldflags() -> str:
     return " ".join(flags)
 
 
-def check_go() -> None:
+def check_go(building: str) -> None:
+    """Fails unless a Go of at least 1.26 is on PATH; `building` names
+    what was about to be built, for the message."""
     if shutil.which("go") is None:
-        raise Failure("the `go` command is not on PATH; install Go 1.26 or newer")
+        raise Failure(f"the `go` command is not on PATH; building {building} needs Go 1.26 or newer: "
+                      "install it and retry")
     out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
     ver = out.stdout.strip().removeprefix("go")
     parts = [int(p) for p in ver.split(".")[:2] if p.isdigit()]
     if len(parts) < 2 or tuple(parts) < (1, 26):
-        raise Failure(f"Go {ver or '?'} is too old: kube-apiserver {KUBERNETES_VERSION} needs Go 1.26 or newer")
+        raise Failure(f"Go {ver or '?'} is too old: building {building} needs Go 1.26 or newer; "
+                      "install it and retry")
 
 
 def build() -> dict[str, Path]:
@@ -154,7 +164,7 @@ def build() -> dict[str, Path]:
     bins = binaries()
     if all(p.exists() for p in bins.values()):
         return bins
-    check_go()
+    check_go(f"kube-apiserver {KUBERNETES_VERSION} and etcd {ETCD_VERSION}")
     out_dir = cache_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir.parent / ".build.lock", "w") as lock:
@@ -185,7 +195,7 @@ def build_ksm() -> Path:
     dest = ksm_binary()
     if dest.exists():
         return dest
-    check_go()
+    check_go(f"{KSM} {KSM_VERSION}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     # The lock of the other builds: one Go build at a time per machine.
     with open(cache_root() / ".build.lock", "w") as lock:
@@ -764,11 +774,16 @@ def main() -> int:
         s = ksm_sub.add_parser(name)
         s.add_argument("--dir", required=True)
         s.set_defaults(fn=fn)
-    args = p.parse_args()
+    return run_command(p.parse_args(), log)
+
+
+def run_command(args: argparse.Namespace, say) -> int:
+    """Runs the chosen subcommand (`args.fn`); a Failure is said through
+    `say` and exits 1, Ctrl-C exits 130."""
     try:
         args.fn(args)
     except Failure as e:
-        log(f"error: {e}")
+        say(f"error: {e}")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -30,6 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+# The control plane's script, next to this one: the cache, the Go check,
+# the failure type and the command runner are shared with it.
+from controlplane import Failure, cache_base, check_go, run_command
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("kubectl", "helm")
 
@@ -38,10 +42,6 @@ KUBECTL_DIR = ROOT / "kubectl"
 
 HELM_VERSION = "v4.3.2"
 HELM_PACKAGE = "helm.sh/helm/v4/cmd/helm"
-
-
-class Failure(Exception):
-    """A step failed; the message says which and how to fix it."""
 
 
 def log(msg: str) -> None:
@@ -98,8 +98,7 @@ def cache_key(name: str) -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "leasehold" / "tools"
+    return cache_base() / "tools"
 
 
 def binary(name: str) -> Path:
@@ -107,17 +106,6 @@ def binary(name: str) -> Path:
 
 
 # ---------------------------------------------------------------- building
-
-
-def check_go() -> None:
-    if shutil.which("go") is None:
-        raise Failure("the `go` command is not on PATH; install Go 1.26 or newer and retry")
-    out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True)
-    ver = out.stdout.strip().removeprefix("go")
-    parts = [int(p) for p in ver.split(".")[:2] if p.isdigit()]
-    if len(parts) < 2 or tuple(parts) < (1, 26):
-        raise Failure(f"Go {ver or '?'} is too old: kubectl {KUBECTL_VERSION} and helm {HELM_VERSION} "
-                      "need Go 1.26 or newer; install it and retry")
 
 
 def go_env() -> dict[str, str]:
@@ -176,7 +164,7 @@ def build(name: str) -> Path:
     dest = binary(name)
     if dest.exists():
         return dest
-    check_go()
+    check_go(f"kubectl {KUBECTL_VERSION} and helm {HELM_VERSION}")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         lock = open(cache_root() / ".build.lock", "w")
@@ -219,15 +207,7 @@ def main() -> int:
     pa = sub.add_parser("path", help="print the cached path of a built tool")
     pa.add_argument("name", choices=TOOLS)
     pa.set_defaults(fn=cmd_path)
-    args = p.parse_args()
-    try:
-        args.fn(args)
-    except Failure as e:
-        log(f"error: {e}")
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return run_command(p.parse_args(), log)
 
 
 if __name__ == "__main__":

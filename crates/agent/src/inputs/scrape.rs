@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 use super::InputContext;
 use super::http::{Fetcher, HttpSettings};
 use super::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
-use super::settings::{DataStream, Problem, unresolved};
+use super::settings::{DataStream, Problem, optional_strings, unresolved};
 use crate::runtime::sink::EventSink;
 
 /// `Accept` of a scrape: OpenMetrics first, the text format as fallback.
@@ -124,21 +124,9 @@ pub fn urls(map: &Map, default_path: &str, out: &mut Vec<Problem>) -> Vec<String
             out.push(Problem::new("hosts", "is required").hint("e.g. `hosts: ['localhost:9090']`"));
             return Vec::new();
         }
-        Some(Value::List(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| match h {
-                Value::Str(s) => Some(s.clone()),
-                other => {
-                    out.push(Problem::new(
-                        &format!("hosts.{i}"),
-                        format!("must be a string, found {}", other.type_name()),
-                    ));
-                    None
-                }
-            })
-            .collect(),
-        Some(Value::Str(s)) => vec![s.clone()],
+        Some(v @ (Value::List(_) | Value::Str(_))) => {
+            optional_strings(Some(v), "hosts", ["a string", "host:port or URLs"], out)
+        }
         Some(other) => {
             out.push(Problem::new(
                 "hosts",

@@ -696,6 +696,50 @@ fn forbidden_watch_is_retried_soon_and_reported_only_when_it_lasts() {
     assert!(h.update().is_some() || h.has(|a| matches!(a, Action::Get { .. })));
 }
 
+/// A Role without `watch`: every watch start is refused and polling finds
+/// the Lease missing. A watch that never came up missed nothing polling
+/// did not see, so the missing Lease is created one lease duration after
+/// it was first seen missing (plus a poll), not only once a refusal
+/// happens to come later than that.
+#[test]
+fn refused_watch_starts_do_not_restart_the_wait_for_a_missing_lease() {
+    let mut h = H::new(true);
+    let t = Timings::default();
+    let start = h.now;
+    let mut refused = 0;
+    let mut created = None;
+    for _ in 0..1200 {
+        let actions = h.take();
+        if actions.iter().any(|a| matches!(a, Action::Create { .. })) {
+            created = Some(h.now.saturating_since(start));
+            break;
+        }
+        for a in actions {
+            match a {
+                Action::Get { op, .. } => h.feed(Input::ReadDone {
+                    op,
+                    result: ReadResult::NotFound,
+                }),
+                Action::StartWatch { watch, .. } => {
+                    refused += 1;
+                    h.watch(watch, WatchEvent::Failed(Failure::Forbidden));
+                }
+                _ => {}
+            }
+        }
+        if h.out.is_empty() {
+            h.advance(secs(0.05));
+        }
+    }
+    let created = created.expect("the missing Lease was never created");
+    let bound = t.lease_duration() + t.retry_period().mul_f64(2.0 * 2.2);
+    assert!(
+        created <= bound,
+        "created after {created:?} (bound {bound:?}), {refused} refused watch starts"
+    );
+    assert!(refused >= 3, "the watch was retried meanwhile: {refused}");
+}
+
 /// Item: a create refused with 404 (namespace missing) backs off with a
 /// growing delay and says so each time; never a hot loop.
 #[test]

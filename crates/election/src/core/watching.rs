@@ -33,11 +33,15 @@ impl Core {
     }
 
     pub(super) fn on_watch(&mut self, now: Instant, event: WatchEvent) {
-        if matches!(
-            event,
-            WatchEvent::Expired | WatchEvent::Ended | WatchEvent::Failed(_)
-        ) {
-            // Changes may be missed until the watch is back.
+        if self.watch == WatchState::Up
+            && matches!(
+                event,
+                WatchEvent::Expired | WatchEvent::Ended | WatchEvent::Failed(_)
+            )
+        {
+            // Changes may be missed until the watch is back. A watch that
+            // never came up missed nothing: polling was the view all along
+            // (a Role without `watch` refuses every start).
             self.view.gap = true;
         }
         match event {

@@ -65,6 +65,13 @@ impl Host {
         match metricset {
             "cpu" => {
                 let (now, cores) = self.cpu_ticks()?;
+                // No tick since the previous reading (both within one clock
+                // tick, as when the agent starts just before a period
+                // boundary): the shares are undefined, not zero. Keep the
+                // older reading and report at the next period.
+                if prev_cpu.is_some_and(|before| before.total() == now.total()) {
+                    return Ok(Vec::new());
+                }
                 let Some(before) = prev_cpu.replace(now) else {
                     return Ok(Vec::new());
                 };
@@ -308,6 +315,29 @@ mod tests {
         assert!((sum - 2.0).abs() < 1e-9, "{sum}");
         assert!((c["user"]["norm"]["pct"].as_f64().unwrap() - 0.2).abs() < 1e-9);
         assert!((c["total"]["norm"]["pct"].as_f64().unwrap() - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_cpu_document_until_a_tick_has_passed() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("proc")).unwrap();
+        let stat = |user: u64| {
+            let line = format!("cpu  {user} 0 50 800 50 0 0 0 0 0\n");
+            let cpu0 = format!("cpu0 {user} 0 50 800 50 0 0 0 0 0\n");
+            std::fs::write(root.path().join("proc/stat"), line + &cpu0).unwrap();
+        };
+        let host = Host::new(root.path());
+        stat(100);
+        let mut prev = Some(host.cpu_ticks().unwrap().0);
+        // Read again within the same tick: nothing, and the older reading stays.
+        assert!(host.documents("cpu", &mut prev).unwrap().is_empty());
+        assert_eq!(prev.map(|p| p.user), Some(100));
+        stat(300);
+        let docs = host.documents("cpu", &mut prev).unwrap();
+        assert_eq!(docs.len(), 1);
+        let user = &docs[0].fields["system"]["cpu"]["user"]["norm"]["pct"];
+        assert!((user.as_f64().unwrap() - 1.0).abs() < 1e-9, "{user}");
+        assert_eq!(prev.map(|p| p.user), Some(300));
     }
 
     #[test]

@@ -34,6 +34,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Documents per page of [`TestSink::search_ids`].
 const PAGE: usize = 1000;
+/// Bound of the wait for an index's primary shards to start (a read
+/// refused as unavailable waits this long before it is made again).
+const SHARDS_WITHIN: Duration = Duration::from_secs(20);
 
 /// Which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,9 +274,12 @@ impl TestSink {
     /// Documents in `index` after a refresh (0 if nothing matches).
     pub fn count(&self, index: &str) -> Result<u64> {
         self.refresh(index)?;
-        let v = self.get_json(&format!(
-            "/{index}/_count?ignore_unavailable=true&allow_no_indices=true"
-        ))?;
+        let v = self.read(
+            "GET",
+            &format!("/{index}/_count?ignore_unavailable=true&allow_no_indices=true"),
+            None,
+            index,
+        )?;
         v["count"]
             .as_u64()
             .with_context(|| format!("unexpected _count answer: {v}"))
@@ -283,9 +289,13 @@ impl TestSink {
     /// particular order (a scroll, so any number of them).
     pub fn search_ids(&self, index: &str) -> Result<Vec<String>> {
         self.refresh(index)?;
-        let mut page = self.post_json(
+        let query =
+            json!({"size": PAGE, "_source": false, "sort": ["_doc"], "query": {"match_all": {}}});
+        let mut page = self.read(
+            "POST",
             &format!("/{index}/_search?scroll=1m&ignore_unavailable=true&allow_no_indices=true"),
-            &json!({"size": PAGE, "_source": false, "sort": ["_doc"], "query": {"match_all": {}}}),
+            Some(query.to_string().as_bytes()),
+            index,
         )?;
         let mut ids = Vec::new();
         let mut scroll_id: Option<String>;
@@ -329,12 +339,51 @@ impl TestSink {
         Ok((distribution.to_owned(), number.to_owned()))
     }
 
-    fn ok(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Value> {
+    /// `_search` of `index` (a name, pattern or list) with `query`; an
+    /// index that does not exist is no error (no hits). Without a refresh:
+    /// call [`TestSink::refresh`] first to see the latest writes.
+    pub fn search(&self, index: &str, query: &Value) -> Result<Value> {
+        self.read(
+            "POST",
+            &format!("/{index}/_search?ignore_unavailable=true&allow_no_indices=true"),
+            Some(query.to_string().as_bytes()),
+            index,
+        )
+    }
+
+    /// A read of `index` that waits out shards not yet started. An index
+    /// just created by a write, or recovering after a restart, refuses
+    /// searches with 503 ("all shards failed") until its primary shards
+    /// start; such a read waits for the index's health to reach yellow and
+    /// is made once more.
+    fn read(&self, method: &str, path: &str, body: Option<&[u8]>, index: &str) -> Result<Value> {
         let (status, v) = self.request(method, path, body)?;
+        if status != 503 {
+            return Self::checked(method, path, status, v);
+        }
+        let health = format!(
+            "/_cluster/health/{index}?wait_for_status=yellow&timeout={}s",
+            SHARDS_WITHIN.as_secs()
+        );
+        let (health_status, h) = self.request("GET", &health, None)?;
+        if health_status != 200 {
+            bail!(
+                "{method} {path}: HTTP 503: {v}; and {index} did not reach yellow within {SHARDS_WITHIN:?}: HTTP {health_status}: {h}"
+            );
+        }
+        self.ok(method, path, body)
+    }
+
+    fn checked(method: &str, path: &str, status: u16, v: Value) -> Result<Value> {
         if !(200..300).contains(&status) {
             bail!("{method} {path}: HTTP {status}: {v}");
         }
         Ok(v)
+    }
+
+    fn ok(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Value> {
+        let (status, v) = self.request(method, path, body)?;
+        Self::checked(method, path, status, v)
     }
 
     /// One request to the REST API (OpenSearch/Elasticsearch) or the

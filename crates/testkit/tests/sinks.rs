@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use leasehold_testkit::sinks::{SinkKind, TestSink};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const INDEX: &str = "sinks-check";
 
@@ -31,6 +31,56 @@ fn item_statuses(answer: &Value) -> Vec<u64> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A search of an index whose primary shard has not started (as just
+/// after a first write creates it, or while it recovers after a restart)
+/// waits for the shard instead of failing. The shard is held unassigned
+/// until the server shows the search waiting for the index's health, then
+/// let go. (A refresh of such an index blocks on the server side; `count`
+/// and `search_ids` refresh first, then read the same way as `search`.)
+fn a_search_waits_for_shards_to_start(sink: &TestSink) -> Result<()> {
+    let index = format!("{INDEX}-held");
+    sink.put_json(
+        &format!("/{index}?wait_for_active_shards=0"),
+        &json!({"settings": {"index.routing.allocation.enable": "none"}}),
+    )?;
+    let query = json!({"query": {"match_all": {}}});
+    let (status, answer) = sink.request(
+        "POST",
+        &format!("/{index}/_search"),
+        Some(query.to_string().as_bytes()),
+    )?;
+    ensure!(status == 503, "{index} is searchable while held: {answer}");
+    let answer = std::thread::scope(|s| -> Result<Value> {
+        let reader = s.spawn(|| sink.search(&index, &query));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !reader.is_finished() && !health_waited_on(sink)? {
+            ensure!(Instant::now() < deadline, "no wait for health seen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sink.put_json(
+            &format!("/{index}/_settings"),
+            &json!({"index.routing.allocation.enable": "all"}),
+        )?;
+        reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the search panicked"))?
+    })
+    .with_context(|| format!("a search of {index} while its shard was held"))?;
+    assert_eq!(answer["hits"]["hits"], json!([]), "{answer}");
+    Ok(())
+}
+
+/// Whether the server is running a cluster health request (the wait of a
+/// read for shards).
+fn health_waited_on(sink: &TestSink) -> Result<bool> {
+    let tasks = sink.get_json("/_tasks?actions=cluster:monitor/health")?;
+    Ok(tasks["nodes"].as_object().is_some_and(|nodes| {
+        nodes
+            .values()
+            .any(|n| n["tasks"].as_object().is_some_and(|t| !t.is_empty()))
+    }))
 }
 
 fn documents_survive_a_restart(kind: SinkKind, distribution: &str, number: &str) -> Result<()> {
@@ -61,6 +111,7 @@ fn documents_survive_a_restart(kind: SinkKind, distribution: &str, number: &str)
     assert!(ids.iter().any(|id| id == "fixed-1"), "{ids:?}");
     assert_eq!(sink.count("nothing-matches-*")?, 0);
     assert!(sink.search_ids("nothing-matches-*")?.is_empty());
+    a_search_waits_for_shards_to_start(&sink)?;
 
     let url = sink.url().to_owned();
     let pid = sink.pid();

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 /// `fields`, after a refresh.
 pub fn sources(sink: &TestSink, index: &str, fields: &[&str]) -> Result<Vec<Value>> {
     sink.refresh(index)?;
-    let answer = sink.post_json(
-        &format!("/{index}/_search?ignore_unavailable=true&allow_no_indices=true"),
+    let answer = sink.search(
+        index,
         &json!({"size": 10_000, "_source": fields, "query": {"match_all": {}}}),
     )?;
     let Some(hits) = answer["hits"]["hits"].as_array() else {

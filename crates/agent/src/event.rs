@@ -10,17 +10,55 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
 use crate::ack::Ack;
 
+/// The leadership term a leader-gated event was produced in. Once the
+/// term ends its events must not reach a sink: the successor re-reads
+/// them from the last acknowledged checkpoint, so nothing is lost, and no
+/// term's data arrives after its successor's. An output that writes such
+/// an event holds the term's step-down (see [`TermFence::hold`]) for the
+/// length of the write.
+#[derive(Debug)]
+pub struct TermFence {
+    ended: CancellationToken,
+    step_down: TaskTracker,
+}
+
+impl TermFence {
+    /// The fence of a term that ends when `ended` is cancelled and whose
+    /// step-down waits for `step_down` to empty.
+    pub fn new(ended: CancellationToken, step_down: TaskTracker) -> Arc<TermFence> {
+        Arc::new(TermFence { ended, step_down })
+    }
+
+    /// True once the term has ended.
+    pub fn is_over(&self) -> bool {
+        self.ended.is_cancelled()
+    }
+
+    /// Keeps the term's step-down from completing while the guard lives.
+    /// Take it before checking [`TermFence::is_over`]: a write that then
+    /// finds the term running finishes before the step-down does.
+    pub fn hold(&self) -> TaskTrackerToken {
+        self.step_down.token()
+    }
+}
+
 /// One event: its NDJSON line (newline included), the id of the input
-/// that produced it (kept beside the document for per-input metrics) and,
-/// for inputs that replay what is not delivered, its acknowledgement.
+/// that produced it (kept beside the document for per-input metrics), for
+/// inputs that replay what is not delivered its acknowledgement, and for
+/// leader-gated inputs the term it belongs to.
 #[derive(Debug, Clone)]
 pub struct Event {
     /// The producing input's id.
     pub input_id: Arc<str>,
     line: Vec<u8>,
     ack: Option<Ack>,
+    fence: Option<Arc<TermFence>>,
 }
 
 /// Events are equal when their input and document are: the
@@ -42,6 +80,7 @@ impl Event {
             input_id,
             line,
             ack: None,
+            fence: None,
         }
     }
 
@@ -52,6 +91,7 @@ impl Event {
             input_id,
             line,
             ack: None,
+            fence: None,
         }
     }
 
@@ -59,6 +99,17 @@ impl Event {
     pub fn with_ack(mut self, ack: Ack) -> Self {
         self.ack = Some(ack);
         self
+    }
+
+    /// The same event, bound to the term of `fence`.
+    pub fn with_fence(mut self, fence: Arc<TermFence>) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// The term the event belongs to, if it comes from a gated input.
+    pub fn fence(&self) -> Option<&Arc<TermFence>> {
+        self.fence.as_ref()
     }
 
     /// Takes the acknowledgement out, for the output that settles it.
@@ -81,9 +132,9 @@ impl Event {
         self.line
     }
 
-    /// The line and the acknowledgement, without copying.
-    pub fn into_parts(self) -> (Vec<u8>, Option<Ack>) {
-        (self.line, self.ack)
+    /// The line, the acknowledgement and the term, without copying.
+    pub fn into_parts(self) -> (Vec<u8>, Option<Ack>, Option<Arc<TermFence>>) {
+        (self.line, self.ack, self.fence)
     }
 }
 

@@ -722,3 +722,81 @@ async fn checkpoints_ride_on_renewals_and_reach_the_next_leader() -> Result<()> 
     b.shutdown().await;
     Ok(())
 }
+
+/// A new term of ours never writes back a checkpoint an earlier term of
+/// ours set: the Lease was released and moved on by a term this process
+/// never saw (here an admin writes the release shape with a later
+/// checkpoint); re-acquiring keeps the later value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_term_never_writes_back_an_earlier_terms_checkpoint() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = ns(plane, "stale-checkpoint").await?;
+    let admin = plane.admin_client().await?;
+    let api = lease_api(admin.clone(), ns.name());
+    let key = format!("{}events", leasehold_election::ANNOTATION_PREFIX);
+    let annotation = |o: &DynamicObject| {
+        o.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key).cloned())
+    };
+    let a = candidate(plane, 1, ns.name()).await?;
+    let mut a_state = a.state();
+    leading(&mut a_state, Duration::from_secs(10)).await?;
+    a.checkpoints().set("events", "rv-100");
+    let deadline = tokio::time::Instant::now() + timings().retry_period() * 3;
+    while annotation(&api.get(LEASE).await?).as_deref() != Some("rv-100") {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "checkpoint not written"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Another leader's term, released, with its later checkpoint.
+    let now = WallTime::from_unix_micros(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_micros() as i64,
+    )
+    .to_micro_time();
+    let lease = api.get(LEASE).await?;
+    let transitions = lease.data["spec"]["leaseTransitions"].as_i64().unwrap_or(0);
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {key.clone(): "rv-200"}},
+        "spec": {
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": transitions + 1,
+        },
+    });
+    api.patch(
+        LEASE,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    // This process takes the released Lease again.
+    let deadline = tokio::time::Instant::now() + timings().lease_duration() * 2;
+    let taken = loop {
+        let l = api.get(LEASE).await?;
+        let spec = &l.data["spec"];
+        if spec["holderIdentity"] == identity(1)
+            && spec["leaseTransitions"].as_i64() > Some(transitions + 1)
+        {
+            break l;
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "not taken again: {spec}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(annotation(&taken).as_deref(), Some("rv-200"));
+    assert_eq!(a.checkpoints().get("events").as_deref(), Some("rv-200"));
+    a.shutdown().await;
+    let after = api.get(LEASE).await?;
+    assert_eq!(annotation(&after).as_deref(), Some("rv-200"), "release");
+    Ok(())
+}

@@ -93,6 +93,7 @@ pub fn run(args: &RunArgs) -> i32 {
             id,
             name: identity,
             version: env!("CARGO_PKG_VERSION").into(),
+            node: runtime::sink::AgentFields::node_name(),
         },
     };
     let loaded = match runtime::load(&args.config, &statics) {

@@ -1,20 +1,24 @@
 //! `kubernetes/events`: one document per change of a Kubernetes Event
 //! (added or modified), from a watch of all namespaces or of a list.
 //!
-//! Handover without gaps or repeats: after shipping an Event the input
-//! records `resourceVersion|timestamp` as its checkpoint in the election's
-//! Lease annotations (written on the leader's regular renewals and on its
-//! release, at no extra API cost). A new leader resumes the watch from that
-//! resourceVersion instead of replaying history or starting from "now";
-//! after a graceful handover (release) nothing is shipped twice, after a
-//! crash at most one renew interval is shipped again, with the same
-//! document ids (`@metadata._id` from the Event's uid and resourceVersion).
-//! If the checkpoint is too old for a watch (410 Gone), the input lists the
-//! Events and ships those newer than the checkpoint's timestamp, counting
-//! the ones it cannot tell apart. With no checkpoint at all (the first
-//! leader ever), it starts from the current state without shipping history.
+//! Handover without gaps or repeats: once its output has delivered an
+//! Event (acknowledged by the sink, or stored in a disk queue) and every
+//! Event before it, the input records `resourceVersion|timestamp` as its
+//! checkpoint in the election's Lease annotations (written on the leader's
+//! regular renewals and on its release, at no extra API cost). A new
+//! leader resumes the watch from that resourceVersion instead of replaying
+//! history or starting from "now". What was queued but not delivered when
+//! the term ended (sink down, SIGKILL) is read again by the successor;
+//! what was delivered but not yet written to the Lease (at most one renew
+//! interval after a crash) is shipped again with the same document ids
+//! (`@metadata._id` from the Event's uid and resourceVersion), which a
+//! sink that checks ids drops. If the checkpoint is too old for a watch
+//! (410 Gone), the input lists the Events page by page and ships those
+//! newer than the checkpoint's timestamp, counting the ones it cannot tell
+//! apart. With no checkpoint at all (the first leader ever), it starts
+//! from the current state without shipping history.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -26,7 +30,11 @@ use serde_json::{Value as Json, json};
 use super::schedule::{document_id, now_us};
 use super::settings::{Problem, unknown_keys};
 use super::{Input, InputContext};
+use crate::ack::{Ack, AckTarget, InOrder};
 use crate::runtime::sink::EventSink;
+
+/// Events per page when re-listing after 410.
+const LIST_PAGE: u32 = 500;
 
 const KEYS: [&str; 1] = ["namespaces"];
 
@@ -108,8 +116,11 @@ impl Input for Events {
                 };
                 let watch = Watch {
                     api,
-                    checkpoint: self.checkpoint_name(ns.as_deref()),
-                    checkpoints: ctx.cluster.checkpoints.clone(),
+                    progress: Arc::new(Progress {
+                        order: Mutex::new(InOrder::default()),
+                        checkpoint: self.checkpoint_name(ns.as_deref()),
+                        checkpoints: ctx.cluster.checkpoints.clone(),
+                    }),
                     sink: ctx.sink.clone(),
                     input: self.id.clone(),
                 };
@@ -158,27 +169,62 @@ impl Position {
     }
 }
 
-struct Watch {
-    api: Api<KubeEvent>,
+/// How far one watch's Events are delivered: the checkpoint moves to a
+/// position only once its Event and every one queued before it are
+/// acknowledged by the output.
+struct Progress {
+    order: Mutex<InOrder<Position>>,
     checkpoint: String,
     checkpoints: Option<leasehold_election::Checkpoints>,
-    sink: EventSink,
-    input: String,
 }
 
-impl Watch {
+impl Progress {
+    fn order(&self) -> std::sync::MutexGuard<'_, InOrder<Position>> {
+        self.order.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn save(&self, pos: &Position) {
         if let Some(c) = &self.checkpoints {
             c.set(&self.checkpoint, pos.text());
         }
     }
 
-    async fn run(self) -> Result<(), String> {
-        let saved = self
-            .checkpoints
+    /// A position reached without shipping (a bookmark, the end of a
+    /// re-list): saved once everything queued before it is delivered.
+    fn reached(&self, pos: Position) {
+        let done = self.order().push_done(pos);
+        if let Some(p) = done {
+            self.save(&p);
+        }
+    }
+
+    fn saved(&self) -> Option<Position> {
+        self.checkpoints
             .as_ref()
             .and_then(|c| c.get(&self.checkpoint))
-            .and_then(|s| Position::parse(&s));
+            .and_then(|s| Position::parse(&s))
+    }
+}
+
+impl AckTarget for Progress {
+    fn acknowledged(&self, seq: u64) {
+        let done = self.order().ack(seq);
+        if let Some(p) = done {
+            self.save(&p);
+        }
+    }
+}
+
+struct Watch {
+    api: Api<KubeEvent>,
+    progress: Arc<Progress>,
+    sink: EventSink,
+    input: String,
+}
+
+impl Watch {
+    async fn run(self) -> Result<(), String> {
+        let saved = self.progress.saved();
         let mut pos = match saved {
             Some(p) => {
                 tracing::info!(input = %self.input, rv = %p.rv, "resuming events after the checkpoint");
@@ -196,7 +242,7 @@ impl Watch {
                     at_us: now_us(),
                 };
                 tracing::info!(input = %self.input, rv = %p.rv, "no checkpoint: shipping events from now on");
-                self.save(&p);
+                self.progress.reached(p.clone());
                 p
             }
         };
@@ -215,15 +261,16 @@ impl Watch {
             while let Some(item) = stream.next().await {
                 match item.map_err(|e| format!("watching events: {e}"))? {
                     WatchEvent::Added(ev) | WatchEvent::Modified(ev) => {
-                        if let Some(p) = self.ship(&ev).await? {
-                            pos = p;
-                            self.save(&pos);
+                        let (rv, at) = rv_and_time(&ev);
+                        let next = Position { rv, at_us: at };
+                        if self.ship(&ev, next.clone()).await? {
+                            pos = next;
                         }
                     }
                     WatchEvent::Deleted(_) => {}
                     WatchEvent::Bookmark(b) => {
                         pos.rv = b.metadata.resource_version;
-                        self.save(&pos);
+                        self.progress.reached(pos.clone());
                     }
                     WatchEvent::Error(s) if s.code == 410 => {
                         gone = true;
@@ -242,53 +289,85 @@ impl Watch {
 
     /// The checkpoint is too old to watch from: ship what the list holds
     /// newer than it, and go on from the list's version.
+    /// Ships, page by page, the listed Events newer than the checkpoint's
+    /// time (oldest first within a page). Until the whole list is shipped
+    /// and delivered the checkpoint stays where it was, so a crash in
+    /// between lists again rather than skipping a later page's older
+    /// Events.
     async fn relist(&self, pos: &Position) -> Result<Position, String> {
-        let list = self
-            .api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("listing events: {e}"))?;
-        let mut newer: Vec<&KubeEvent> = list
-            .items
-            .iter()
-            .filter(|e| event_time_us(e) > pos.at_us)
-            .collect();
-        let same = list
-            .items
-            .iter()
-            .filter(|e| event_time_us(e) == pos.at_us)
-            .count();
-        newer.sort_by_key(|e| event_time_us(e));
-        tracing::warn!(
-            input = %self.input,
-            "events checkpoint {} is too old to resume (410): shipping the {} listed event(s) newer than it; {same} event(s) with the same timestamp may have been shipped before or missed",
-            pos.rv,
-            newer.len()
-        );
-        let mut last = pos.clone();
-        for ev in newer {
-            if let Some(p) = self.ship(ev).await? {
-                last = p;
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        let (mut shipped, mut same, mut list_rv) = (0usize, 0usize, None);
+        let mut newest = pos.at_us;
+        loop {
+            let page = self
+                .api
+                .list(&params)
+                .await
+                .map_err(|e| format!("listing events: {e}"))?;
+            list_rv = list_rv.or(page.metadata.resource_version.clone());
+            let mut newer: Vec<&KubeEvent> = page
+                .items
+                .iter()
+                .filter(|e| event_time_us(e) > pos.at_us)
+                .collect();
+            same += page
+                .items
+                .iter()
+                .filter(|e| event_time_us(e) == pos.at_us)
+                .count();
+            newer.sort_by_key(|e| event_time_us(e));
+            for ev in newer {
+                if !self.ship(ev, pos.clone()).await? {
+                    // Refused: the input is stopping; the checkpoint stays.
+                    return Ok(pos.clone());
+                }
+                newest = newest.max(event_time_us(ev));
+                shipped += 1;
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
             }
         }
-        last.rv = list.metadata.resource_version.unwrap_or(last.rv);
-        self.save(&last);
+        tracing::warn!(
+            input = %self.input,
+            "events checkpoint {} was too old to resume (410): shipped the {shipped} listed event(s) newer than it; {same} event(s) with the same timestamp may have been shipped before or missed",
+            pos.rv,
+        );
+        let last = Position {
+            rv: list_rv.unwrap_or_else(|| pos.rv.clone()),
+            at_us: newest,
+        };
+        self.progress.reached(last.clone());
         Ok(last)
     }
 
-    /// Ships one Event; its position, or `None` when it was refused (term
-    /// over or stopping: the caller ends soon).
-    async fn ship(&self, ev: &KubeEvent) -> Result<Option<Position>, String> {
-        let rv = ev.metadata.resource_version.clone().unwrap_or_default();
+    /// Queues one Event, to move the checkpoint to `after` once it is
+    /// delivered; false when it was refused (term over or stopping: the
+    /// caller ends soon).
+    async fn ship(&self, ev: &KubeEvent, after: Position) -> Result<bool, String> {
+        let (rv, at) = rv_and_time(ev);
         let uid = ev.metadata.uid.clone().unwrap_or_default();
-        let at = event_time_us(ev);
         let doc = document(ev);
         let id = document_id(&[&uid, &rv]);
-        match self.sink.emit_at(at, &id, doc).await {
-            Ok(()) => Ok(Some(Position { rv, at_us: at })),
-            Err(_) => Ok(None),
+        let seq = self.progress.order().push(after);
+        let ack = Ack::new(Arc::clone(&self.progress) as Arc<dyn AckTarget>, seq);
+        match self.sink.emit_at_acked(at, &id, doc, Some(ack)).await {
+            Ok(()) => Ok(true),
+            Err(_) => {
+                self.progress.order().unpush(seq);
+                Ok(false)
+            }
         }
     }
+}
+
+/// An Event's resourceVersion and time.
+fn rv_and_time(ev: &KubeEvent) -> (String, i64) {
+    (
+        ev.metadata.resource_version.clone().unwrap_or_default(),
+        event_time_us(ev),
+    )
 }
 
 /// When an Event last happened: `lastTimestamp`, else `eventTime`, else its

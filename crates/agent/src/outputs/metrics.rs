@@ -34,7 +34,9 @@ struct InputLabels {
 /// `leasehold_output_events_duplicate_total{output}` (the server already
 /// held the document's `_id`), `leasehold_output_events_dropped_total{output}`
 /// (refused for good, e.g. a mapping conflict),
-/// `leasehold_output_events_failed_total{output}` (events whose write
+/// `leasehold_output_events_term_ended_total{output}` (queued by a
+/// leader-gated input whose term ended before they were written; the
+/// successor re-reads them), `leasehold_output_events_failed_total{output}` (events whose write
 /// attempt failed; they are retried), `leasehold_output_write_errors_total{output}`
 /// (failed write attempts), `leasehold_output_batches_total{output}` and
 /// `leasehold_output_events_received_total{output,input}`; the gauge
@@ -45,6 +47,7 @@ pub struct OutputMetrics {
     written: Family<OutputLabels, Counter>,
     duplicates: Family<OutputLabels, Counter>,
     dropped: Family<OutputLabels, Counter>,
+    term_ended: Family<OutputLabels, Counter>,
     failed: Family<OutputLabels, Counter>,
     errors: Family<OutputLabels, Counter>,
     batches: Family<OutputLabels, Counter>,
@@ -59,6 +62,7 @@ impl Default for OutputMetrics {
             written: Family::default(),
             duplicates: Family::default(),
             dropped: Family::default(),
+            term_ended: Family::default(),
             failed: Family::default(),
             errors: Family::default(),
             batches: Family::default(),
@@ -92,6 +96,11 @@ impl OutputMetrics {
             "leasehold_output_events_dropped",
             "Events the destination refused for good (e.g. a mapping conflict)",
             m.dropped.clone(),
+        );
+        registry.register(
+            "leasehold_output_events_term_ended",
+            "Events of a leadership term that ended before they were written; not sent (the next leader re-reads them)",
+            m.term_ended.clone(),
         );
         registry.register(
             "leasehold_output_batches",
@@ -141,6 +150,11 @@ impl OutputMetrics {
         self.dropped.get(&labels(output)).map_or(0, |c| c.get())
     }
 
+    /// Events `output` did not send because their term had ended.
+    pub fn events_term_ended(&self, output: &str) -> u64 {
+        self.term_ended.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
     /// Events `output` found already delivered (same `_id`).
     pub fn events_duplicate(&self, output: &str) -> u64 {
         self.duplicates.get(&labels(output)).map_or(0, |c| c.get())
@@ -173,6 +187,7 @@ impl OutputMetrics {
             written: self.written.get_or_create(&l).clone(),
             duplicates: self.duplicates.get_or_create(&l).clone(),
             dropped: self.dropped.get_or_create(&l).clone(),
+            term_ended: self.term_ended.get_or_create(&l).clone(),
             batches: self.batches.get_or_create(&l).clone(),
             latency: self.latency.get_or_create(&l).clone(),
             health: HealthHandle::default(),
@@ -197,6 +212,7 @@ pub(super) struct OutputHandles {
     pub(super) written: Counter,
     pub(super) duplicates: Counter,
     pub(super) dropped: Counter,
+    pub(super) term_ended: Counter,
     pub(super) batches: Counter,
     pub(super) latency: Histogram,
     pub(super) health: HealthHandle,

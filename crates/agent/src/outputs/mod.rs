@@ -19,6 +19,7 @@ mod health;
 mod metrics;
 pub mod otlp;
 mod queue;
+pub mod retry;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -225,11 +226,43 @@ pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<Setting
             outputs.push(out);
         }
     }
+    errors.extend(shared_disk_paths(&outputs));
     if errors.is_empty() {
         Ok(outputs)
     } else {
         Err(errors)
     }
+}
+
+/// One error per output whose `queue.disk.path` is the same directory as
+/// an earlier output's: two queues in one directory would take each
+/// other's segments and acknowledgements and lose events.
+pub fn shared_disk_paths(outputs: &[OutputSettings]) -> Vec<SettingError> {
+    let mut seen: Vec<(PathBuf, &str)> = Vec::new();
+    let mut errors = Vec::new();
+    for o in outputs {
+        let Some(path) = o.disk.as_ref().and_then(|d| d.path.as_ref()) else {
+            continue;
+        };
+        let key = same_dir_key(path);
+        match seen.iter().find(|(k, _)| *k == key) {
+            Some((_, first)) => errors.push(SettingError::new(
+                format!("outputs.{}.{DISK_PATH_KEY}", o.name),
+                format!(
+                    "{} is also the disk queue of output `{first}`; give each output a directory of its own",
+                    path.display()
+                ),
+            )),
+            None => seen.push((key, &o.name)),
+        }
+    }
+    errors
+}
+
+/// `path` as compared for sameness: resolved when it exists (symlinks),
+/// else with `.` and trailing separators removed.
+fn same_dir_key(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.components().collect())
 }
 
 /// One output's settings, or `None` after recording its problems.
@@ -793,6 +826,9 @@ impl Outputs {
             tokio::runtime::Handle::try_current()
                 .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))
         };
+        if let Some(e) = shared_disk_paths(&settings).first() {
+            return Err(std::io::Error::other(e.to_string()));
+        }
         let mut planned = Vec::with_capacity(settings.len());
         for s in settings {
             let sink: Box<dyn Sink> = match &s.kind {
@@ -873,6 +909,8 @@ impl Outputs {
                         Arc::clone(d),
                         tx,
                         max,
+                        abort.clone(),
+                        Arc::clone(&handles),
                     ));
                     runtime.spawn(disk::sync_loop(Arc::clone(d)));
                     handles.set_depth(d.depth());
@@ -1305,5 +1343,31 @@ mod tests {
         // A null setting counts as not given.
         let outs = parse("outputs:\n  o:\n    type: file\n    path: p\n    filename:\n").unwrap();
         assert_eq!(file_of(&outs[0]).filename, DEFAULT_FILENAME);
+    }
+
+    #[test]
+    fn two_outputs_cannot_share_a_disk_queue_directory() {
+        let errs = errors(
+            "outputs:\n  a: {type: console, queue.disk.path: /q/one}\n  b: {type: console, queue.disk.path: /q/one/}\n  c: {type: console, queue.disk.path: /q/./one}\n  d: {type: console, queue.disk.path: /q/two}\n",
+        );
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        for (path, msg) in &errs {
+            assert!(
+                path == "outputs.b.queue.disk.path" || path == "outputs.c.queue.disk.path",
+                "{path}"
+            );
+            assert!(msg.contains("output `a`"), "{msg}");
+        }
+        // Resolved through symlinks when the directories exist.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let yaml = format!(
+            "outputs:\n  a: {{type: console, queue.disk.path: {}}}\n  b: {{type: console, queue.disk.path: {}}}\n",
+            real.display(),
+            dir.path().join("link").display()
+        );
+        assert_eq!(errors(&yaml).len(), 1);
     }
 }

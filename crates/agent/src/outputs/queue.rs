@@ -10,10 +10,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
 use crate::ack::Ack;
-use crate::event::Event;
+use crate::event::{Event, TermFence};
 
 /// Most events taken from the queue for one write.
 pub(super) const MAX_BATCH: usize = 2048;
@@ -39,6 +41,9 @@ pub(super) struct Batch {
     /// The lines' acknowledgements, in the lines' order (empty when no
     /// line carries one); sinks never touch them.
     pub(super) acks: Vec<Option<Ack>>,
+    /// The lines' leadership terms, in the lines' order (empty when no
+    /// line has one); sinks never touch them.
+    pub(super) fences: Vec<Option<Arc<TermFence>>>,
 }
 
 impl Batch {
@@ -56,27 +61,52 @@ impl Batch {
     /// as done: for servers that judge each document of a request.
     pub(super) fn settle(&mut self, settled: &[bool]) {
         let flags = || settled.iter().chain(std::iter::repeat(&false));
-        let moved = partition(self.lines.split_off(self.done), flags());
-        if self.acks.len() > self.done {
-            let acks = partition(self.acks.split_off(self.done), flags());
-            self.acks.extend(acks.0);
-            self.acks.extend(acks.1);
-        }
-        self.done += moved.0.len();
-        self.lines.extend(moved.0);
-        self.lines.extend(moved.1);
+        let moved = reorder_tail(&mut self.lines, self.done, flags());
+        reorder_tail(&mut self.acks, self.done, flags());
+        reorder_tail(&mut self.fences, self.done, flags());
+        self.done += moved;
     }
 
-    /// Adds an event's line (and its acknowledgement, if it has one).
+    /// Adds an event's line (with its acknowledgement and term, if any).
     pub(super) fn push(&mut self, event: Event) {
-        let (line, ack) = event.into_parts();
-        if ack.is_some() && self.acks.len() < self.lines.len() {
-            self.acks.resize(self.lines.len(), None);
-        }
-        if ack.is_some() || !self.acks.is_empty() {
-            self.acks.push(ack);
-        }
+        let (line, ack, fence) = event.into_parts();
+        push_sparse(&mut self.acks, self.lines.len(), ack);
+        push_sparse(&mut self.fences, self.lines.len(), fence);
         self.lines.push(line);
+    }
+
+    /// Removes the pending lines whose leadership term has ended, without
+    /// acknowledging them (their input's successor re-reads them from the
+    /// last acknowledged checkpoint); returns how many.
+    pub(super) fn discard_ended_terms(&mut self) -> usize {
+        if self.fences.len() <= self.done {
+            return 0;
+        }
+        let over: Vec<bool> = self.fences[self.done..]
+            .iter()
+            .map(|f| f.as_ref().is_some_and(|f| f.is_over()))
+            .collect();
+        let n = over.iter().filter(|&&o| o).count();
+        if n == 0 {
+            return 0;
+        }
+        let keep = || over.iter().map(|o| !o);
+        self.lines = retain_tail(std::mem::take(&mut self.lines), self.done, keep());
+        self.acks = retain_tail(std::mem::take(&mut self.acks), self.done, keep());
+        self.fences = retain_tail(std::mem::take(&mut self.fences), self.done, keep());
+        n
+    }
+
+    /// Guards holding the step-down of every term among the pending lines,
+    /// one per term.
+    pub(super) fn hold_terms(&self) -> Vec<TaskTrackerToken> {
+        let mut seen: Vec<&Arc<TermFence>> = Vec::new();
+        for f in self.fences.iter().skip(self.done).flatten() {
+            if !seen.iter().any(|s| Arc::ptr_eq(s, f)) {
+                seen.push(f);
+            }
+        }
+        seen.into_iter().map(|f| f.hold()).collect()
     }
 
     /// Acknowledges the lines settled from index `from` up to `done`.
@@ -90,18 +120,55 @@ impl Batch {
     }
 }
 
-/// Splits `items` into those whose flag is true and the others, keeping
-/// the order within each.
-fn partition<'a, T>(items: Vec<T>, flags: impl Iterator<Item = &'a bool>) -> (Vec<T>, Vec<T>) {
+/// Appends `item` to a list kept parallel to `len` lines but allocated
+/// only once some line has an item: `None`s fill in before the first.
+fn push_sparse<T>(items: &mut Vec<Option<T>>, len: usize, item: Option<T>) {
+    if item.is_some() && items.len() < len {
+        items.resize_with(len, || None);
+    }
+    if item.is_some() || !items.is_empty() {
+        items.push(item);
+    }
+}
+
+/// Reorders `items[from..]` so those whose flag is true come first,
+/// keeping the order within each part; returns how many moved ahead. A
+/// list shorter than `from` (a sparse one never filled) is left alone.
+fn reorder_tail<'a, T>(
+    items: &mut Vec<T>,
+    from: usize,
+    flags: impl Iterator<Item = &'a bool>,
+) -> usize {
+    if items.len() <= from {
+        return 0;
+    }
     let (mut yes, mut no) = (Vec::new(), Vec::new());
-    for (item, &ok) in items.into_iter().zip(flags) {
+    for (item, &ok) in items.split_off(from).into_iter().zip(flags) {
         if ok {
             yes.push(item);
         } else {
             no.push(item);
         }
     }
-    (yes, no)
+    let moved = yes.len();
+    items.extend(yes);
+    items.extend(no);
+    moved
+}
+
+/// `items` with the entries from `from` on kept only where `keep` says so.
+fn retain_tail<T>(mut items: Vec<T>, from: usize, keep: impl Iterator<Item = bool>) -> Vec<T> {
+    if items.len() <= from {
+        return items;
+    }
+    let tail = items.split_off(from);
+    items.extend(
+        tail.into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(i, _)| i),
+    );
+    items
 }
 
 /// The longest `Retry-After` honoured; a longer one is cut to this.
@@ -156,6 +223,8 @@ pub(super) async fn run_writer(
     loop {
         let first = tokio::select! {
             biased;
+            // Given up: what is queued is left (a disk queue keeps it).
+            _ = control.abort.cancelled() => return rx.len(),
             _ = control.close.cancelled(), if !closed => {
                 // Senders waiting for room now fail; what is queued stays.
                 if disk.is_none() {
@@ -179,11 +248,24 @@ pub(super) async fn run_writer(
                 Err(_) => break,
             }
         }
+        // What the disk queue is told was delivered: every line taken.
+        let taken = batch.lines.len();
         metrics.set_depth(disk.as_ref().map_or(rx.len(), |d| d.depth()));
         metrics.batches.inc();
 
         let mut backoff = backoff_start;
         loop {
+            // The terms being written hold their step-down until the
+            // attempt ends; lines of a term already over are not sent.
+            let holds = batch.hold_terms();
+            let ended = batch.discard_ended_terms();
+            if ended > 0 {
+                metrics.term_ended.inc_by(ended as u64);
+                tracing::info!(output = %name, events = ended, "not sending events of a leadership term that has ended; the next leader reads them again");
+            }
+            if batch.remaining() == 0 {
+                break;
+            }
             let Some(s) = sink.take() else {
                 return batch.remaining() + rx.len();
             };
@@ -210,7 +292,10 @@ pub(super) async fn run_writer(
             metrics.latency.observe(started.elapsed().as_secs_f64());
             sink = Some(s);
             batch = b;
+            // Acknowledged before the terms' step-down may complete, so a
+            // leader's last checkpoint includes what it delivered.
             batch.acknowledge_from(done);
+            drop(holds);
             let newly_dropped = batch.dropped - dropped;
             metrics
                 .written
@@ -223,7 +308,7 @@ pub(super) async fn run_writer(
                 Ok(()) => {
                     metrics.health.succeeded();
                     if let Some(d) = &disk {
-                        if let Err(e) = d.ack(batch.lines.len()) {
+                        if let Err(e) = d.ack(taken) {
                             tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
                         }
                         metrics.set_depth(d.depth());
@@ -284,18 +369,39 @@ pub(super) async fn feed_from_disk(
     disk: Arc<DiskQueue>,
     tx: mpsc::Sender<Event>,
     max: usize,
+    abort: CancellationToken,
+    metrics: Arc<OutputHandles>,
 ) {
     let input: Arc<str> = Arc::from("queue.disk");
+    let mut warned = false;
     loop {
-        let lines = match disk.next_lines(max).await {
+        let read = tokio::select! {
+            biased;
+            _ = abort.cancelled() => return,
+            r = disk.next_lines(max) => r,
+        };
+        let lines = match read {
             Ok(Some(lines)) => lines,
             Ok(None) => return,
             Err(e) => {
-                tracing::error!(output = %name, error = %e, "cannot read the disk queue; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                // Reported once in the log and kept in `/status` (the
+                // output is failing) until a read succeeds; a shutdown
+                // stops the retries.
+                let why = format!("cannot read the disk queue: {e}");
+                if !warned {
+                    tracing::error!(output = %name, "{why}; retrying every second");
+                    warned = true;
+                }
+                metrics.health.failed(why);
+                tokio::select! {
+                    biased;
+                    _ = abort.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
                 continue;
             }
         };
+        warned = false;
         for line in lines {
             if tx
                 .send(Event::from_line(Arc::clone(&input), line))
@@ -462,6 +568,68 @@ mod tests {
             .await;
         assert_eq!(left, [("gated".to_string(), 1)]);
         assert_eq!(*r.0.lock().unwrap(), [0], "only the written event");
+    }
+
+    /// A term's events queued behind a write are not sent once the term
+    /// ended, and are not acknowledged; the write under way when it ended
+    /// holds the step-down until it is answered.
+    #[tokio::test]
+    async fn a_terms_queued_events_are_not_sent_after_it_ended() {
+        use crate::ack::{Ack, tests::Recorder};
+        use crate::event::TermFence;
+        use tokio_util::task::TaskTracker;
+        let r = Arc::new(Recorder::default());
+        let ended = CancellationToken::new();
+        let step_down = TaskTracker::new();
+        let fence = TermFence::new(ended.clone(), step_down.clone());
+        let mut g = gated(8);
+        let tx = g.outputs.sender("gated").unwrap();
+        tx.send(
+            ev(0)
+                .with_ack(Ack::new(r.clone(), 0))
+                .with_fence(fence.clone()),
+        )
+        .await
+        .unwrap();
+        // The write of event 0 is under way; 1 and 2 (and 3, of no term)
+        // wait behind it.
+        assert_eq!(g.entered.recv().await, Some(1));
+        for n in 1..3 {
+            tx.send(
+                ev(n)
+                    .with_ack(Ack::new(r.clone(), n as u64))
+                    .with_fence(fence.clone()),
+            )
+            .await
+            .unwrap();
+        }
+        tx.send(ev(3)).await.unwrap();
+        // The term ends: its step-down waits for the write under way.
+        ended.cancel();
+        step_down.close();
+        let mut waiting = Box::pin(step_down.wait());
+        assert!(
+            poll_once(&mut waiting).await.is_pending(),
+            "the write holds the step-down"
+        );
+        g.gate.send(()).unwrap();
+        waiting.await;
+        assert_eq!(
+            *r.0.lock().unwrap(),
+            [0],
+            "the write under way was answered and acknowledged"
+        );
+        // Only event 3 (no term) is written after that.
+        assert_eq!(g.entered.recv().await, Some(1));
+        g.gate.send(()).unwrap();
+        g.outputs.shutdown(far()).await;
+        assert_eq!(*g.written.lock().unwrap(), [line(0), line(3)]);
+        assert_eq!(
+            *r.0.lock().unwrap(),
+            [0],
+            "events not sent are not acknowledged"
+        );
+        assert_eq!(g.metrics.events_term_ended("gated"), 2);
     }
 
     #[tokio::test]

@@ -668,6 +668,7 @@ impl Agent {
                     lease: e.spec.lease.clone(),
                     term: t.term,
                     token: t.token.clone(),
+                    tracker: t.tracker.clone(),
                 }),
                 e.stop_grace(),
                 Some(t.tracker.clone()),
@@ -779,8 +780,12 @@ impl Agent {
         }));
     }
 
-    /// Stops inputs (letting them ship what they already produced), releases
-    /// the leases, flushes outputs: all within `agent.shutdown_timeout`.
+    /// Stops inputs (letting them ship what they already produced),
+    /// flushes outputs, then releases the leases: all within
+    /// `agent.shutdown_timeout`. The outputs drain while this agent still
+    /// leads, so the checkpoints its release writes cover what they
+    /// delivered; what they could not deliver is read again by the next
+    /// leader.
     async fn shutdown(mut self) {
         let timeout = self.loaded.settings.shutdown_timeout;
         let deadline = Instant::now() + timeout;
@@ -802,25 +807,25 @@ impl Agent {
                 }
             }
         }
-        let elections_until = deadline - reserve / 2;
-        let handles: Vec<_> = self
-            .elections
-            .iter_mut()
-            .filter_map(|e| e.handle.take())
-            .collect();
-        let all = futures_util::future::join_all(handles.into_iter().map(|h| h.shutdown()));
-        if tokio::time::timeout_at(elections_until, all).await.is_err() {
-            tracing::warn!(
-                "leases not released within the shutdown timeout; they expire on their own"
-            );
-        }
+        let outputs_until = deadline - reserve / 2;
         let on_disk: Vec<String> = self
             .outputs
             .names()
             .into_iter()
             .filter(|n| self.outputs.has_disk_queue(n))
             .collect();
-        let left = self.outputs.shutdown(deadline).await;
+        let left = self.outputs.shutdown(outputs_until).await;
+        let handles: Vec<_> = self
+            .elections
+            .iter_mut()
+            .filter_map(|e| e.handle.take())
+            .collect();
+        let all = futures_util::future::join_all(handles.into_iter().map(|h| h.shutdown()));
+        if tokio::time::timeout_at(deadline, all).await.is_err() {
+            tracing::warn!(
+                "leases not released within the shutdown timeout; they expire on their own"
+            );
+        }
         // Everything the outputs delivered is acknowledged now: record it.
         self.registry_flush.abort();
         let registries = Arc::clone(&self.registries);

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::ack::Ack;
-use crate::event::{Event, timestamp_now};
+use crate::event::{Event, TermFence, timestamp_now};
 use crate::inputs::DataStream;
 use crate::monitor::metrics::AgentMetrics;
 use crate::outputs::EventSender;
@@ -24,6 +25,27 @@ pub struct AgentFields {
     pub name: String,
     /// `agent.version`.
     pub version: String,
+    /// The node the agent runs on (`NODE_NAME`, else the host name): part
+    /// of the ids of node-local documents, so the same metric of two
+    /// nodes is two documents.
+    pub node: String,
+}
+
+impl AgentFields {
+    /// The node name as the shipped DaemonSet gives it (`NODE_NAME` from
+    /// the downward API), else the host name.
+    pub fn node_name() -> String {
+        std::env::var("NODE_NAME")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .or_else(|| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The election term an input's events belong to.
@@ -35,6 +57,9 @@ pub struct TermStamp {
     pub term: i64,
     /// Cancelled at the term's step-down.
     pub token: CancellationToken,
+    /// The term's step-down waits for it to empty: outputs hold it while
+    /// they write the term's events.
+    pub tracker: TaskTracker,
 }
 
 /// Why an event was not queued.
@@ -89,6 +114,12 @@ pub struct EventSink {
     /// `"data_stream":{…}` serialized once.
     data_stream: Arc<[u8]>,
     term: Option<TermStamp>,
+    /// The term every event is bound to, shared by all of them.
+    fence: Option<Arc<TermFence>>,
+    /// For node-local inputs, the node: mixed into document ids. Gated
+    /// inputs leave it out, so a successor's replay of a document has the
+    /// same id wherever it runs.
+    id_node: Option<Arc<str>>,
     abandon: CancellationToken,
     sender: EventSender,
     produced: Counter,
@@ -131,11 +162,17 @@ impl EventSink {
             json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
         );
         let (produced, refused) = metrics.input_event_counters(input_id);
+        let fence = term
+            .as_ref()
+            .map(|t| TermFence::new(t.token.clone(), t.tracker.clone()));
+        let id_node = term.is_none().then(|| Arc::from(agent.node.as_str()));
         EventSink {
             input_id: input_id.into(),
             common: common.into(),
             data_stream: ds.into_bytes().into(),
             term,
+            fence,
+            id_node,
             abandon,
             sender: sender.for_input(input_id),
             produced,
@@ -158,22 +195,49 @@ impl EventSink {
 
     /// Queues a document produced for wall-clock time `at_us` (a periodic
     /// input's aligned timestamp) with a deterministic id, carried as
-    /// `@metadata._id` as Beats do, so a sink can drop replays.
+    /// `@metadata._id` as Beats do, so a sink can drop replays. The id of
+    /// a node-local input's document also names the node: every pod of a
+    /// DaemonSet runs the same input id.
     pub async fn emit_at(
         &self,
         at_us: i64,
         id: &str,
         payload: Map<String, Value>,
     ) -> Result<(), Refused> {
+        self.emit_at_acked(at_us, id, payload, None).await
+    }
+
+    /// As [`EventSink::emit_at`], acknowledged through `ack` once its
+    /// output delivered it: for stream inputs whose checkpoint may move
+    /// only past delivered events.
+    pub async fn emit_at_acked(
+        &self,
+        at_us: i64,
+        id: &str,
+        payload: Map<String, Value>,
+        ack: Option<Ack>,
+    ) -> Result<(), Refused> {
         let mut line = Vec::with_capacity(256 + payload.len() * 48);
         line.extend_from_slice(b"{\"@timestamp\":\"");
         line.extend_from_slice(crate::inputs::schedule::rfc3339_us(at_us).as_bytes());
         line.extend_from_slice(b"\",\"@metadata\":{\"_id\":");
-        let _ = serde_json::to_writer(&mut line, id);
+        match &self.id_node {
+            Some(node) => {
+                let id = crate::inputs::schedule::document_id(&[id, node]);
+                let _ = serde_json::to_writer(&mut line, &id);
+            }
+            None => {
+                let _ = serde_json::to_writer(&mut line, id);
+            }
+        }
         line.push(b'}');
         push_payload(&mut line, &payload);
         self.finish_line(&mut line, payload.contains_key("data_stream"));
-        self.queue(line).await
+        let mut event = Event::from_line(self.input_id.clone(), line);
+        if let Some(a) = ack {
+            event = event.with_ack(a);
+        }
+        self.queue_event(event).await
     }
 
     /// The producing input's id.
@@ -268,7 +332,10 @@ impl EventSink {
             .await
     }
 
-    async fn queue_event(&self, event: Event) -> Result<(), Refused> {
+    async fn queue_event(&self, mut event: Event) -> Result<(), Refused> {
+        if let Some(f) = &self.fence {
+            event = event.with_fence(Arc::clone(f));
+        }
         let never = CancellationToken::new();
         let term = self.term.as_ref().map_or(&never, |t| &t.token);
         // A term already over refuses at once, even if the queue has room.
@@ -321,12 +388,14 @@ mod tests {
                 id: "id-1".into(),
                 name: "agent-a".into(),
                 version: "1".into(),
+                node: "node-a".into(),
             },
             &DataStream::default(),
             Some(TermStamp {
                 lease: "l".into(),
                 term: 4,
                 token: token.clone(),
+                tracker: TaskTracker::new(),
             }),
             CancellationToken::new(),
             outputs.sender("default").unwrap(),
@@ -340,14 +409,16 @@ mod tests {
         )
         .unwrap();
         sink.emit(forged).await.unwrap();
+        // Written while the term lasts (a term's queued events are not
+        // sent once it ended: see the outputs' tests).
+        outputs
+            .shutdown(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
+            .await;
         token.cancel();
         assert_eq!(
             sink.emit_message("late", None).await,
             Err(Refused::TermEnded)
         );
-        outputs
-            .shutdown(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
-            .await;
         let text = std::fs::read_to_string(dir.path().join("leasehold.ndjson")).unwrap();
         let lines: Vec<Value> = text
             .lines()

@@ -85,6 +85,13 @@ impl Checkpoints {
         }
     }
 
+    /// Forgets this process's own values: a new term of ours starts from
+    /// what the Lease holds, never from a position an earlier term of ours
+    /// set (another leader may have moved it since, unseen by us).
+    pub(crate) fn forget_own(&self) {
+        self.lock().to_write.clear();
+    }
+
     /// Puts this process's values into an object about to be written.
     pub(crate) fn apply(&self, obj: &mut DynamicObject) {
         let s = self.lock();

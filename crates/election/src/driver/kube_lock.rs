@@ -204,8 +204,9 @@ impl LeaseLock for KubeLock {
     fn create(&self, record: LeaseRecord) -> BoxFuture<'static, Result<Observed, LockError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let mut obj = build_new(&inner.namespace, &inner.lease, &record);
-            inner.checkpoints.apply(&mut obj);
+            let obj = build_new(&inner.namespace, &inner.lease, &record);
+            // Creating is acquiring: a new term writes no earlier values.
+            inner.checkpoints.forget_own();
             let result = inner.api.create(&PostParams::default(), &obj).await;
             inner.answer("create", result)
         })
@@ -219,6 +220,12 @@ impl LeaseLock for KubeLock {
         let inner = self.inner.clone();
         Box::pin(async move {
             let base = inner.objects.at(&resource_version);
+            // Taking over (every new term raises `leaseTransitions`)
+            // carries no value an earlier term of ours set.
+            let base_transitions = base.as_ref().and_then(|b| parse(b).0.record.transitions);
+            if !record.holder.is_empty() && record.transitions != base_transitions {
+                inner.checkpoints.forget_own();
+            }
             let mut obj = build_update(
                 base.as_ref(),
                 &inner.namespace,

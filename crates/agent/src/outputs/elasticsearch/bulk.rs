@@ -111,14 +111,16 @@ pub enum Outcome {
     /// A document with its `_id` was already there (409 on `create`): it
     /// was delivered before, by this agent or an earlier leader.
     Duplicate,
-    /// Refused for good (e.g. a mapping conflict): retrying cannot help.
+    /// Refused for good (400: a mapping conflict, a malformed document):
+    /// retrying cannot help.
     Dropped {
         /// The item's HTTP status.
         status: u16,
         /// `error.type: error.reason`.
         reason: String,
     },
-    /// Refused for now (429, 5xx): send it again after a backoff.
+    /// Refused for now (429, 5xx, a write block's 403…): send it again
+    /// after a backoff.
     Retry {
         /// The item's HTTP status.
         status: u16,
@@ -164,16 +166,19 @@ pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
 }
 
 fn classify(status: u16, error: Option<&Value>) -> Outcome {
+    use crate::outputs::retry::{Verdict, http_status};
     match status {
         200..=299 => Outcome::Written,
         409 => Outcome::Duplicate,
-        429 | 500..=599 => Outcome::Retry {
-            status,
-            reason: reason(error),
-        },
-        _ => Outcome::Dropped {
-            status,
-            reason: reason(error),
+        _ => match http_status(status) {
+            Verdict::Permanent => Outcome::Dropped {
+                status,
+                reason: reason(error),
+            },
+            Verdict::Retry => Outcome::Retry {
+                status,
+                reason: reason(error),
+            },
         },
     }
 }
@@ -245,9 +250,11 @@ mod tests {
             {"create":{"_index":"a","_id":"2","status":409,"error":{"type":"version_conflict_engine_exception","reason":"exists"}}},
             {"create":{"_index":"a","status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse field [n]","caused_by":{"type":"illegal_argument_exception","reason":"object"}}}},
             {"create":{"_index":"a","status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}},
-            {"create":{"_index":"a","status":503,"error":{"type":"unavailable_shards_exception","reason":"primary"}}}
+            {"create":{"_index":"a","status":503,"error":{"type":"unavailable_shards_exception","reason":"primary"}}},
+            {"create":{"_index":"a","status":403,"error":{"type":"cluster_block_exception","reason":"index [a] blocked by: [FORBIDDEN/8/index write (api)];"}}},
+            {"create":{"_index":"a","status":404,"error":{"type":"index_not_found_exception","reason":"no such index [a]"}}}
         ]}"#;
-        let out = judge(answer, 5).unwrap();
+        let out = judge(answer, 7).unwrap();
         assert_eq!(out[0], Outcome::Written);
         assert_eq!(out[1], Outcome::Duplicate);
         assert!(
@@ -255,6 +262,11 @@ mod tests {
         );
         assert!(matches!(out[3], Outcome::Retry { status: 429, .. }));
         assert!(matches!(out[4], Outcome::Retry { status: 503, .. }));
+        // A write block or a missing index can be lifted: kept, not lost.
+        assert!(
+            matches!(&out[5], Outcome::Retry { status: 403, reason } if reason.contains("cluster_block_exception"))
+        );
+        assert!(matches!(out[6], Outcome::Retry { status: 404, .. }));
         assert_eq!(
             out.iter()
                 .filter(|o| !matches!(o, Outcome::Retry { .. }))

@@ -3,10 +3,12 @@
 //!
 //! Delivery is at least once and, for events with a deterministic id
 //! (`@metadata._id`), effectively once: a replay after a crash handover is
-//! answered 409 and counted as delivered. Per document: 429 and 5xx are
-//! retried with backoff, other refusals (a mapping conflict) are dropped
-//! and counted. A server that is down or refuses whole requests keeps the
-//! batch: the queue fills and inputs wait.
+//! answered 409 and counted as delivered. Per document, only a 400 (a
+//! mapping conflict) is dropped and counted; every other refusal (429,
+//! 5xx, a write block's 403, a missing index's 404) is retried with
+//! backoff, by the outputs' one rule (`outputs::retry`). A server that is
+//! down or refuses whole requests keeps the batch: the queue fills and
+//! inputs wait.
 
 mod bulk;
 mod client;

@@ -1,11 +1,12 @@
 //! The `otlp` output: events as OTLP logs and metrics, to an OpenTelemetry
 //! Collector or any OTLP receiver, over gRPC or HTTP.
 //!
-//! An export the receiver refuses for now (the OTLP retryable codes, or
-//! no answer) keeps the batch and is retried with backoff, honouring
-//! `Retry-After`; one refused for good (a malformed request) is dropped
-//! and counted, as are records the receiver reports rejected in a partial
-//! success. See `convert` for how events map to OTLP.
+//! An export the receiver refuses (no answer, 5xx, 429, a wrong path, an
+//! expired token: see `outputs::retry`) keeps the batch and is retried
+//! with backoff, honouring `Retry-After`; only one refused as malformed
+//! (HTTP 400, gRPC `INVALID_ARGUMENT`) is dropped and counted, as are
+//! records the receiver reports rejected in a partial success. See
+//! `convert` for how events map to OTLP.
 
 mod convert;
 pub mod settings;

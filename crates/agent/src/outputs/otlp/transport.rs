@@ -1,6 +1,6 @@
 //! Export requests over OTLP/gRPC (tonic) or OTLP/HTTP (protobuf bodies),
-//! with the retry rules of the OTLP specification: which answers may be
-//! retried, and `Retry-After`.
+//! judged by the outputs' one retry rule (`outputs::retry`), honouring
+//! `Retry-After`.
 
 use std::io::Write as _;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use tonic::codec::CompressionEncoding;
 use tonic::transport::{Channel, Endpoint};
 
 use super::settings::{OtlpSettings, Protocol};
+use crate::outputs::retry;
 
 /// Largest answer read.
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
@@ -186,19 +187,9 @@ fn grpc_request<T>(msg: T, headers: &[(String, String)], timeout: Duration) -> t
     req
 }
 
-/// The codes the OTLP specification lets a client retry.
+/// A failed gRPC export, judged by the outputs' one retry rule.
 fn grpc_error(status: tonic::Status) -> ExportError {
-    use tonic::Code;
-    let retryable = matches!(
-        status.code(),
-        Code::Cancelled
-            | Code::DeadlineExceeded
-            | Code::ResourceExhausted
-            | Code::Aborted
-            | Code::OutOfRange
-            | Code::Unavailable
-            | Code::DataLoss
-    );
+    let retryable = retry::grpc_code(status.code()) == retry::Verdict::Retry;
     ExportError {
         retryable,
         retry_after: None,
@@ -263,9 +254,9 @@ async fn post(
         if status.is_success() {
             return Ok(answer);
         }
-        // OTLP/HTTP: 429, 502, 503 and 504 may be retried; other errors
-        // will fail again with the same data.
-        let retryable = matches!(status.as_u16(), 429 | 502 | 503 | 504);
+        // Only a malformed request (400) is dropped; a wrong path, an
+        // expired token or a missing privilege keeps the data.
+        let retryable = retry::http_status(status.as_u16()) == retry::Verdict::Retry;
         let text = String::from_utf8_lossy(&answer[..answer.len().min(200)])
             .split_whitespace()
             .collect::<Vec<_>>()

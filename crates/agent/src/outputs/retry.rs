@@ -1,0 +1,70 @@
+//! One rule for every network output: what a refusal means for the data.
+//!
+//! An answer either says the data can never be taken as it is (the
+//! request or document is malformed: sending it again gives the same
+//! answer), or it says "not now": the server is down or overloaded, the
+//! credentials expired, the user lacks a privilege, the path or index does
+//! not exist yet, a write block is set. Everything of the second kind can
+//! pass later, once someone fixes the server or its settings, so the data
+//! is kept and retried with backoff while the output reports itself
+//! failing; only the first kind is dropped, counted and reported.
+
+/// What to do with data a server refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep it and send it again after a backoff.
+    Retry,
+    /// Drop it (counted): no retry can change the answer.
+    Permanent,
+}
+
+/// The verdict on an HTTP status of a whole request or of one document
+/// (an Elasticsearch bulk item, an OTLP/HTTP export). Only 400 is
+/// permanent: the body itself is wrong (a mapping conflict, a malformed
+/// export). Everything else — 401, 403, 404, 408, 413, 429, 5xx and
+/// statuses no server should send — may pass later.
+pub fn http_status(status: u16) -> Verdict {
+    match status {
+        400 => Verdict::Permanent,
+        _ => Verdict::Retry,
+    }
+}
+
+/// The verdict on a gRPC status of an OTLP/gRPC export: only
+/// `INVALID_ARGUMENT` (the request is malformed) is permanent. The OTLP
+/// specification also lets a client drop on `UNAUTHENTICATED`,
+/// `PERMISSION_DENIED`, `UNIMPLEMENTED` and the rest, but those are a
+/// wrong token or endpoint that an operator fixes: the data waits.
+pub fn grpc_code(code: tonic::Code) -> Verdict {
+    match code {
+        tonic::Code::InvalidArgument => Verdict::Permanent,
+        _ => Verdict::Retry,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_malformed_body_is_permanent() {
+        assert_eq!(http_status(400), Verdict::Permanent);
+        for s in [
+            401, 403, 404, 405, 408, 413, 429, 500, 502, 503, 504, 0, 999,
+        ] {
+            assert_eq!(http_status(s), Verdict::Retry, "{s}");
+        }
+        assert_eq!(grpc_code(tonic::Code::InvalidArgument), Verdict::Permanent);
+        for c in [
+            tonic::Code::Unauthenticated,
+            tonic::Code::PermissionDenied,
+            tonic::Code::Unimplemented,
+            tonic::Code::Unknown,
+            tonic::Code::Unavailable,
+            tonic::Code::NotFound,
+            tonic::Code::Internal,
+        ] {
+            assert_eq!(grpc_code(c), Verdict::Retry, "{c:?}");
+        }
+    }
+}

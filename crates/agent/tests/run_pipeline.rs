@@ -1,0 +1,561 @@
+//! Pipeline integrity against real servers: what an input produced is
+//! delivered, or read again by whoever runs the input next, and never
+//! lost to a sink that refuses for a while, a handover while the sink is
+//! down, or node-local documents of several nodes sharing ids; and a
+//! stepped-down leader's queued data never reaches the sink.
+
+mod agents;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use agents::access::{create_ticks, grant_events};
+use agents::cluster::Cluster;
+use agents::docs::{sources, wait_docs};
+use agents::*;
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+use leasehold_testkit::ControlPlane;
+use leasehold_testkit::sinks::{SinkKind, TestSink};
+use serde_json::{Value, json};
+
+const EVENTS_INDEX: &str = "logs-kubernetes.event-default";
+
+/// A counter or gauge in `/metrics` text, 0 when absent.
+fn metric(metrics: &str, line_start: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// Polls `/metrics` of `a` until `ok` holds for the value of `line_start`
+/// (bounded); returns the last text.
+fn wait_metric(
+    a: &AgentProc,
+    line_start: &str,
+    within: Duration,
+    ok: impl Fn(u64) -> bool,
+) -> Result<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = a.get("/metrics")?.1;
+        if ok(metric(&text, line_start)) {
+            return Ok(text);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{}: {line_start} never matched within {within:?}:\n{text}",
+                a.name
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Copies of each Event in the index, by Event name.
+fn copies(docs: &[Value]) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for d in docs {
+        if let Some(name) = d["kubernetes"]["event"]["metadata"]["name"].as_str() {
+            *by.entry(name.to_string()).or_insert(0) += 1;
+        }
+    }
+    by
+}
+
+fn tick(name: &str) -> Option<usize> {
+    name.strip_prefix("tick-")?.parse().ok()
+}
+
+/// The test cluster's policy with an `es` output to `url` (short
+/// backoff) and a gated `kubernetes/events` input writing to it.
+fn events_policy(url: &str) -> String {
+    policy(
+        "run-lease",
+        "  - id: events\n    type: kubernetes/events\n    use_output: es\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n",
+    )
+    .replace(
+        "outputs:\n",
+        &format!(
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{url}']\n    bulk_max_size: 100\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n"
+        ),
+    )
+}
+
+/// The sink goes down while the leader ships Events; the leader is
+/// SIGKILLed with Events queued, the next one SIGTERMed with Events
+/// queued, then the sink comes back: every Event created from the first
+/// one shipped on is in the index exactly once. Before, the checkpoint
+/// moved when an Event was queued, and the successors resumed after
+/// Events that never reached the sink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_queued_while_the_sink_is_down_survive_a_sigkill_and_a_sigterm_handover()
+-> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let mut sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let mut c = Cluster::start(plane, "pipe-down", 3, Some(events_policy(sink.url()))).await?;
+    grant_events(plane, c.ns.name()).await?;
+    let api: Api<Event> = Api::namespaced(plane.admin_client().await?, c.ns.name());
+    let stop = Arc::new(AtomicBool::new(false));
+    let ticks = tokio::spawn(create_ticks(api, c.ns.name().to_string(), stop.clone()));
+    let t0 = now_us();
+    let produced = "leasehold_events_produced_total{input=\"events\"}";
+
+    let first = c.current_leader()?;
+    wait_docs(
+        &sink,
+        EVENTS_INDEX,
+        &["kubernetes.event.metadata.name"],
+        Duration::from_secs(30),
+        "the first leader ships",
+        |d| copies(d).len() >= 10,
+    )?;
+    sink.stop()?;
+    // The leader goes on queueing Events the sink cannot take.
+    let before = metric(&c.agent(&first).get("/metrics")?.1, produced);
+    wait_metric(c.agent(&first), produced, Duration::from_secs(15), |n| {
+        n >= before + 10
+    })?;
+    let mut a = c.agents[Cluster::index(&first)].take().expect("leader");
+    a.signal(libc::SIGKILL);
+    a.wait_exit(Duration::from_secs(15))?;
+
+    let second = c.leader_after(now_us(), &[&first])?;
+    wait_metric(c.agent(&second), produced, Duration::from_secs(15), |n| {
+        n >= 10
+    })?;
+    let mut a = c.agents[Cluster::index(&second)].take().expect("leader");
+    a.signal(libc::SIGTERM);
+    // The outputs cannot drain: the shutdown timeout (10 s) ends it.
+    assert_eq!(a.wait_exit(Duration::from_secs(20))?, Some(0));
+    let log = a.log();
+    assert!(
+        log.contains("could not be written before the shutdown timeout"),
+        "{log}"
+    );
+
+    let third = c.leader_after(now_us(), &[&first, &second])?;
+    sink.start_again()?;
+    // Some more Events after the sink is back, then stop creating.
+    let third_agent = c.agent(&third);
+    let shipped = metric(
+        &third_agent.get("/metrics")?.1,
+        "leasehold_output_events_written_total{output=\"es\"}",
+    );
+    wait_metric(
+        third_agent,
+        "leasehold_output_events_written_total{output=\"es\"}",
+        Duration::from_secs(30),
+        |n| n >= shipped + 20,
+    )?;
+    stop.store(true, Ordering::Relaxed);
+    let created = ticks.await??;
+
+    let docs = wait_docs(
+        &sink,
+        EVENTS_INDEX,
+        &["kubernetes.event.metadata.name"],
+        Duration::from_secs(60),
+        "every Event indexed",
+        |d| {
+            let by = copies(d);
+            let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
+            (from..created).all(|k| by.contains_key(&format!("tick-{k}")))
+        },
+    )?;
+    let by = copies(&docs);
+    let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
+    let twice: Vec<(&String, &usize)> = by.iter().filter(|(_, n)| **n > 1).collect();
+    println!(
+        "{created} Events created, {} indexed from tick-{from}; leaders {first} (SIGKILL, sink down), {second} (SIGTERM, sink down), {third}; {} documents",
+        by.len(),
+        docs.len()
+    );
+    assert!(twice.is_empty(), "indexed more than once: {twice:?}");
+    assert_eq!(by.len(), created - from, "Events from tick-{from} on");
+    assert_eq!(docs.len(), by.len(), "one document per Event");
+    c.check(t0)?;
+    Ok(())
+}
+
+/// The leader's gated documents are queued while the sink is down, then an
+/// admin gives the Lease to another agent: the old leader steps down and
+/// its queued documents are not sent; once the sink is back, no document
+/// of the old term arrives after the new term's first. Before, the old
+/// term's queue went out after the new leader had started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stepped_down_leaders_queued_documents_never_reach_the_sink() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let mut sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    // A gated input with numbered, id-less documents into the sink.
+    let script = "i=0; while :; do i=$((i+1)); echo \"{\\\"n\\\": $i}\"; sleep 0.05; done";
+    let text = policy(
+        "run-lease",
+        &format!(
+            "  - id: numbers\n    type: exec\n    events: json\n    use_output: es\n    data_stream: {{dataset: fenced}}\n    condition: ${{kubernetes_leaderelection.leader}} == true\n    command: [sh, -c, '{}']\n",
+            script.replace('\'', "''")
+        ),
+    )
+    .replace(
+        "outputs:\n",
+        &format!(
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{}']\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n",
+            sink.url()
+        ),
+    );
+    let c = Cluster::start(plane, "pipe-fence", 3, Some(text)).await?;
+    let t0 = now_us();
+    let index = "logs-fenced-default";
+    let first = c.current_leader()?;
+    wait_docs(
+        &sink,
+        index,
+        &["n"],
+        Duration::from_secs(30),
+        "first documents",
+        |d| d.len() >= 5,
+    )?;
+    sink.stop()?;
+    let stopped_at = now_us();
+    let leader = c.agent(&first);
+    let produced = "leasehold_events_produced_total{input=\"numbers\"}";
+    let before = metric(&leader.get("/metrics")?.1, produced);
+    wait_metric(leader, produced, Duration::from_secs(15), |n| {
+        n >= before + 20
+    })?;
+
+    // Give the Lease to another agent, as an admin would.
+    let other = if first == "agent-1" {
+        "agent-2"
+    } else {
+        "agent-1"
+    };
+    c.lease.overwrite_holder(other).await?;
+    let text = wait_metric(
+        leader,
+        "leasehold_output_events_term_ended_total{output=\"es\"}",
+        Duration::from_secs(LEASE_S) + MARGIN,
+        |n| n >= 20,
+    )?;
+    let discarded = metric(
+        &text,
+        "leasehold_output_events_term_ended_total{output=\"es\"}",
+    );
+    let next = c.leader_after(now_us(), &[&first])?;
+    sink.start_again()?;
+    let docs = wait_docs(
+        &sink,
+        index,
+        &["n", "agent.name", "leader.term", "@timestamp"],
+        Duration::from_secs(30),
+        "the next leader's documents",
+        |d| {
+            d.iter()
+                .filter(|x| x["agent"]["name"] == next.as_str())
+                .count()
+                >= 20
+        },
+    )?;
+    let mut terms: BTreeMap<i64, (String, Vec<i64>)> = BTreeMap::new();
+    for d in &docs {
+        let term = d["leader"]["term"].as_i64().context("leader.term")?;
+        let at = parse_ts(d["@timestamp"].as_str().context("@timestamp")?)?;
+        let who = d["agent"]["name"].as_str().unwrap_or("").to_string();
+        let e = terms.entry(term).or_insert((who, Vec::new()));
+        e.1.push(at);
+    }
+    let old_term = terms
+        .iter()
+        .find(|(_, (who, _))| *who == first)
+        .map(|(t, _)| *t)
+        .context("the first leader's term")?;
+    let (_, old) = &terms[&old_term];
+    let old_last = old.iter().copied().max().unwrap_or(0);
+    println!(
+        "first leader {first}: {} documents in the index, {discarded} not sent after its step-down; next leader {next}; terms {:?}",
+        old.len(),
+        terms
+            .iter()
+            .map(|(t, (w, v))| (t, w, v.len()))
+            .collect::<Vec<_>>()
+    );
+    // Nothing the old term produced after the sink went down was sent:
+    // it was all queued when the term ended (2 s of slack for a request
+    // in flight at the stop).
+    assert!(
+        old_last < stopped_at + 2_000_000,
+        "a document of the ended term produced {} ms after the sink stopped reached it",
+        (old_last - stopped_at) / 1000
+    );
+    for (t, (who, times)) in &terms {
+        if *t > old_term {
+            let first_new = times.iter().copied().min().unwrap_or(i64::MAX);
+            assert!(
+                old_last < first_new,
+                "term {old_term} of {first} overlaps term {t} of {who} in the sink"
+            );
+        }
+    }
+    c.check(t0)?;
+    Ok(())
+}
+
+/// A write block on the data stream (per-document 403
+/// `cluster_block_exception`) keeps the documents until it is lifted;
+/// then each arrives once. Before, they were dropped and acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_block_keeps_documents_until_it_is_lifted() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let go = dir.path().join("go");
+    let policy = dir.path().join("policy.yml");
+    // One document, then ten more once the test says so.
+    let script = format!(
+        "echo '{{\"n\": 1}}'; while [ ! -e {} ]; do sleep 0.05; done; for i in 2 3 4 5 6 7 8 9 10 11; do echo \"{{\\\"n\\\": $i}}\"; done; exec sleep 600",
+        go.display()
+    );
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    backoff: {{init: 100ms, max: 500ms}}\ninputs:\n  - id: blocked\n    type: exec\n    events: json\n    data_stream: {{dataset: blocked}}\n    command: [sh, -c, '{}']\n",
+            sink.url(),
+            script.replace('\'', "''")
+        ),
+    )?;
+    let a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let index = "logs-blocked-default";
+    wait_docs(
+        &sink,
+        index,
+        &["n"],
+        Duration::from_secs(30),
+        "the first document",
+        |d| !d.is_empty(),
+    )?;
+    let streams = sink.get_json(&format!("/_data_stream/{index}"))?;
+    let backing = streams["data_streams"][0]["indices"][0]["index_name"]
+        .as_str()
+        .context("backing index")?
+        .to_string();
+    sink.put_json(
+        &format!("/{backing}/_settings"),
+        &json!({"index.blocks.write": true}),
+    )?;
+    std::fs::write(&go, "")?;
+    let errors = "leasehold_output_write_errors_total{output=\"default\"}";
+    wait_metric(&a, errors, Duration::from_secs(15), |n| n >= 2)?;
+    let status = a.status()?;
+    let out = &status["outputs"][0];
+    assert_eq!(out["state"], "failing", "{status}");
+    assert!(
+        out["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("403") && e.contains("cluster_block_exception")),
+        "{status}"
+    );
+    sink.put_json(
+        &format!("/{backing}/_settings"),
+        &json!({"index.blocks.write": null}),
+    )?;
+    let docs = wait_docs(
+        &sink,
+        index,
+        &["n"],
+        Duration::from_secs(30),
+        "all 11 documents",
+        |d| d.len() >= 11,
+    )?;
+    let ns: BTreeSet<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
+    assert_eq!(ns, (1..=11).collect(), "every document");
+    assert_eq!(docs.len(), 11, "each once");
+    let m = a.get("/metrics")?.1;
+    assert_eq!(
+        metric(
+            &m,
+            "leasehold_output_events_dropped_total{output=\"default\"}"
+        ),
+        0,
+        "{m}"
+    );
+    Ok(())
+}
+
+/// Three agents of one DaemonSet policy, each on its own node, run the
+/// same node-local `system/metrics` input into one OpenSearch: every
+/// agent's document of every period is there. Before, the ids named the
+/// input, metricset and period only, and one node's document per period
+/// survived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_local_documents_of_every_node_are_kept() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\ninputs:\n  - id: system\n    type: system/metrics\n    period: 1s\n    metricsets: [uptime, load]\n",
+            sink.url()
+        ),
+    )?;
+    let mut agents = Vec::new();
+    for k in 1..=3u32 {
+        let out = dir.path().join(format!("out-{k}"));
+        let mut a = AgentProc::spawn_with_env(
+            &policy,
+            &plane.agent_kubeconfig(k),
+            k,
+            "default",
+            &out,
+            &[("NODE_NAME", format!("node-{k}"))],
+        )?;
+        a.wait_ready()?;
+        agents.push(a);
+    }
+    let index = "metrics-system.uptime-default";
+    let docs = wait_docs(
+        &sink,
+        index,
+        &["agent.name", "@timestamp"],
+        Duration::from_secs(30),
+        "five periods of every agent",
+        |d| {
+            let mut per: BTreeMap<String, usize> = BTreeMap::new();
+            for x in d {
+                *per.entry(x["agent"]["name"].as_str().unwrap_or("").into())
+                    .or_insert(0) += 1;
+            }
+            per.len() == 3 && per.values().all(|n| *n >= 5)
+        },
+    )?;
+    for a in &agents {
+        a.signal(libc::SIGTERM);
+    }
+    for a in &mut agents {
+        assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    }
+    let docs = sources(&sink, index, &["agent.name", "@timestamp"]).unwrap_or(docs);
+    // Every period one agent wrote, all three wrote (the first and last
+    // periods may be partial: agents start and stop at different times).
+    let mut by_period: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for d in &docs {
+        by_period
+            .entry(d["@timestamp"].as_str().unwrap_or("").into())
+            .or_default()
+            .insert(d["agent"]["name"].as_str().unwrap_or("").into());
+    }
+    let periods: Vec<&BTreeSet<String>> = by_period.values().collect();
+    let inner = &periods[1..periods.len().saturating_sub(1)];
+    println!(
+        "{} uptime documents over {} periods; {} inner periods",
+        docs.len(),
+        periods.len(),
+        inner.len()
+    );
+    assert!(inner.len() >= 3, "{by_period:?}");
+    for (at, who) in &by_period {
+        if inner.iter().any(|p| std::ptr::eq(*p, who)) {
+            assert_eq!(who.len(), 3, "period {at}: only {who:?}");
+        }
+    }
+    for a in &agents {
+        let m = a.get("/metrics").map(|r| r.1).unwrap_or_default();
+        assert_eq!(
+            metric(
+                &m,
+                "leasehold_output_events_duplicate_total{output=\"default\"}"
+            ),
+            0
+        );
+    }
+    Ok(())
+}
+
+/// An `otlp` output pointed at a wrong path (the Collector answers 404)
+/// keeps every event in its disk queue, reports itself failing, and drops
+/// nothing; restarted with the right endpoint it delivers them all. Before,
+/// a 404 dropped and acknowledged the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_otlp_path_loses_nothing() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OtelCollector, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let queue = dir.path().join("queue");
+    let policy = dir.path().join("policy.yml");
+    let write = |endpoint: &str, input: &str| -> Result<()> {
+        std::fs::write(
+            &policy,
+            format!(
+                "agent:\n  shutdown_timeout: 3s\noutputs:\n  default:\n    type: otlp\n    protocol: http/protobuf\n    endpoint: '{endpoint}'\n    backoff: {{init: 100ms, max: 500ms}}\n    queue.disk.path: {}\ninputs:\n{input}",
+                queue.display()
+            ),
+        )?;
+        Ok(())
+    };
+    write(
+        &format!("{}/wrong", sink.http_endpoint()),
+        "  - id: logs\n    type: exec\n    command: [sh, -c, 'for i in 1 2 3 4 5; do echo line-$i; done; exec sleep 600']\n",
+    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let errors = "leasehold_output_write_errors_total{output=\"default\"}";
+    let m = wait_metric(&a, errors, Duration::from_secs(15), |n| n >= 2)?;
+    assert_eq!(
+        metric(
+            &m,
+            "leasehold_output_events_dropped_total{output=\"default\"}"
+        ),
+        0,
+        "{m}"
+    );
+    let status = a.status()?;
+    assert_eq!(status["outputs"][0]["state"], "failing", "{status}");
+    assert!(
+        status["outputs"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("404")),
+        "{status}"
+    );
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    a.wait_log("stay in the disk queue", Duration::from_secs(1))?;
+
+    write(sink.http_endpoint(), "  []\n")?;
+    let a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let bodies = loop {
+        let mut bodies = Vec::new();
+        for line in sink.read_output()? {
+            for rl in line["resourceLogs"].as_array().into_iter().flatten() {
+                for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
+                    for r in sl["logRecords"].as_array().into_iter().flatten() {
+                        bodies.push(r["body"]["stringValue"].as_str().unwrap_or("").to_string());
+                    }
+                }
+            }
+        }
+        if bodies.len() >= 5 || Instant::now() > deadline {
+            break bodies;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut bodies = bodies;
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        (1..=5).map(|i| format!("line-{i}")).collect::<Vec<_>>(),
+        "every line once, after the restart"
+    );
+    drop(a);
+    Ok(())
+}

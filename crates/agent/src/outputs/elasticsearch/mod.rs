@@ -25,6 +25,8 @@ use bulk::Outcome;
 use client::{Client, RequestError, status_error};
 pub use settings::ElasticsearchSettings;
 
+use crate::redact::Redactor;
+
 /// Requests per worker in one batch: the writer waits for a whole batch
 /// before it takes the next, so a batch spans several rounds of requests
 /// to keep every worker busy between the waits.
@@ -41,6 +43,9 @@ pub(super) struct ElasticsearchSink {
     /// Documents per request now: `bulk_max_size`, halved after each 413
     /// (the server's `http.max_content_length` was exceeded) and kept so.
     request_size: AtomicUsize,
+    /// Keeps the output's credentials out of its errors (a server may
+    /// quote what it was sent).
+    redactor: Redactor,
 }
 
 impl ElasticsearchSink {
@@ -53,7 +58,9 @@ impl ElasticsearchSink {
         let bulk_max_size = settings.bulk_max_size.max(1);
         let worker = settings.worker.max(1);
         let backoff = (settings.backoff_init, settings.backoff_max);
+        let redactor = settings.redactor();
         Ok(ElasticsearchSink {
+            redactor,
             name: name.into(),
             client: Arc::new(Client::new(settings)?),
             runtime,
@@ -152,7 +159,7 @@ impl Sink for ElasticsearchSink {
                 output = %self.name,
                 dropped = dropped.len(),
                 status = status,
-                first_reason = %reason,
+                first_reason = %self.redactor.redact(reason),
                 "documents refused for good by the server were dropped (counted in leasehold_output_events_dropped_total)",
             );
         }
@@ -169,7 +176,8 @@ impl Sink for ElasticsearchSink {
             (None, None) => "no answer for some documents".to_string(),
         };
         Err(io::Error::other(format!(
-            "{left} documents not written: {why}"
+            "{left} documents not written: {}",
+            self.redactor.redact(&why)
         )))
     }
 
@@ -178,7 +186,7 @@ impl Sink for ElasticsearchSink {
     }
 
     fn target(&self) -> String {
-        self.client.hosts()
+        self.redactor.redact(&self.client.hosts())
     }
 
     fn max_batch(&self) -> usize {

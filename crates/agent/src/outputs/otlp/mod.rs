@@ -15,6 +15,7 @@ use std::io;
 use std::time::Duration;
 
 use super::queue::{Batch, Sink};
+use crate::redact::Redactor;
 pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
@@ -26,6 +27,8 @@ pub(super) struct OtlpSink {
     runtime: tokio::runtime::Handle,
     bulk_max_size: usize,
     backoff: (Duration, Duration),
+    /// Keeps the output's credentials out of its errors.
+    redactor: Redactor,
 }
 
 impl OtlpSink {
@@ -46,6 +49,7 @@ impl OtlpSink {
             runtime,
             bulk_max_size: settings.bulk_max_size.max(1),
             backoff: (settings.backoff_init, settings.backoff_max),
+            redactor: settings.redactor(),
         })
     }
 }
@@ -109,7 +113,7 @@ impl Sink for OtlpSink {
                         settled[i] = true;
                     }
                     batch.dropped += indexes.len();
-                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %e.message, "the receiver refused {what} for good; they are dropped and counted");
+                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }
                 Some(Sent::Failed(e)) => {
                     error.get_or_insert(e);
@@ -124,7 +128,7 @@ impl Sink for OtlpSink {
                 Err(io::Error::other(format!(
                     "{} events not exported: {}",
                     batch.remaining(),
-                    e.message
+                    self.redactor.redact(&e.message)
                 )))
             }
         }
@@ -135,7 +139,7 @@ impl Sink for OtlpSink {
     }
 
     fn target(&self) -> String {
-        self.endpoint.clone()
+        self.redactor.redact(&self.endpoint)
     }
 
     fn max_batch(&self) -> usize {

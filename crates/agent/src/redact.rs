@@ -241,7 +241,9 @@ impl Redactor {
             Value::Str(s) => {
                 if secret {
                     self.add(s);
-                } else if let Ok((_, Some((_, pass)))) = split_userinfo(s) {
+                } else if s.contains('@')
+                    && let Ok((_, Some((_, pass)))) = split_userinfo(s)
+                {
                     self.add(&pass);
                 }
             }

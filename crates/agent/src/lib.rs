@@ -7,5 +7,6 @@ pub mod inputs;
 pub mod kubeconn;
 pub mod monitor;
 pub mod outputs;
+pub mod redact;
 pub mod runtime;
 pub mod tls;

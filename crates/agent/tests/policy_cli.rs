@@ -190,6 +190,36 @@ fn inspect_yaml_renders_any_input_type() {
 }
 
 #[test]
+fn inspect_prints_no_secret_setting_and_no_url_credentials() {
+    let p = TempFile::new(
+        "secrets.yaml",
+        "inputs:\n  - id: x\n    type: prometheus/metrics\n    hosts: ['http://scraper:url-pw-1@node:9100']\n    password: 4242424242\n    headers: {Authorization: 'Bearer tok-3', X-Tenant: blue}\n",
+    );
+    let vars = leader_vars(true);
+    for format in ["json", "yaml"] {
+        let o = leasehold(&[
+            "inspect",
+            "-c",
+            p.path(),
+            "--vars",
+            vars.path(),
+            "--format",
+            format,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        for secret in ["url-pw-1", "4242424242", "tok-3", "scraper"] {
+            assert!(!out.contains(secret), "{format}: {secret} in:\n{out}");
+        }
+        assert!(
+            out.contains("http://node:9100") && out.contains("blue"),
+            "{out}"
+        );
+        assert!(out.contains("[redacted]"), "{out}");
+    }
+}
+
+#[test]
 fn inspect_render_and_load_errors_exit_2() {
     let bad_cond = TempFile::new(
         "badcond.yaml",

@@ -240,3 +240,96 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
     }
     Ok(())
 }
+
+/// The password of the URLs in `credentials_in_host_urls_are_sent_and_never_shown`.
+const URL_PASSWORD: &str = "s3cr3t-pw";
+
+/// `url` with `user:s3cr3t-pw@` after its scheme.
+fn with_userinfo(url: &str) -> String {
+    url.replacen("://", &format!("://user:{URL_PASSWORD}@"), 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_host_urls_are_sent_and_never_shown() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("policy.yml");
+    // `default` reaches OpenSearch (security off: it accepts the Basic
+    // header); `dead` points where nothing listens, so its writes fail and
+    // are retried, logged and shown in /status.
+    let dead = dead_host()?;
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    backoff: {{init: 100ms, max: 1s}}\n  dead:\n    type: elasticsearch\n    hosts: ['{}']\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: ok\n    type: exec\n    events: json\n    data_stream: {{dataset: urlcreds}}\n    command: [sh, -c, 'for i in 1 2 3; do echo \"{{\\\"n\\\": $i}}\"; done; exec sleep 600']\n  - id: stuck\n    type: exec\n    use_output: dead\n    command: [sh, -c, 'echo one; exec sleep 600']\n",
+            with_userinfo(sink.url()),
+            with_userinfo(&dead),
+        ),
+    )?;
+    let a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let docs = wait_docs(
+        &sink,
+        "logs-urlcreds-default",
+        &["n"],
+        Duration::from_secs(30),
+        "3 documents through the URL with credentials",
+        |d| d.len() >= 3,
+    )?;
+    assert_eq!(docs.len(), 3);
+
+    let retry = a.wait_log("output write failed; retrying", Duration::from_secs(15))?;
+    assert!(
+        retry.contains(&dead),
+        "the retry line names the host: {retry}"
+    );
+    // The health is set right after the retry line is logged.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = a.status()?;
+        let failing = status["outputs"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["name"] == "dead"))
+            .is_some_and(|o| o["state"] == "failing" && o["last_error"].is_string());
+        if failing || std::time::Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let dead_out = status["outputs"]
+        .as_array()
+        .and_then(|o| o.iter().find(|o| o["name"] == "dead"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(dead_out["state"], "failing", "{status:#}");
+    let last_error = dead_out["last_error"].as_str().unwrap_or_default();
+    assert!(last_error.contains(&dead), "{status:#}");
+
+    let cli = std::process::Command::new(binary())
+        .args(["status", "--agent", &format!("http://{}", a.http)])
+        .output()?;
+    let cli_text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&cli.stdout),
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(
+        cli_text.contains("dead") && cli_text.contains("failing"),
+        "{cli_text}"
+    );
+
+    let log = a.log();
+    for (what, text) in [
+        ("/status", status.to_string()),
+        ("leasehold status --agent", cli_text),
+        ("the log", log),
+    ] {
+        assert!(
+            !text.contains(URL_PASSWORD),
+            "the password in {what}:\n{text}"
+        );
+        assert!(!text.contains("user:"), "the userinfo in {what}:\n{text}");
+    }
+    Ok(())
+}

@@ -192,6 +192,55 @@ fn a_bad_reload_is_rejected_and_a_good_one_restarts_only_the_changed_input() -> 
 }
 
 #[test]
+fn a_rejected_reload_does_not_show_the_secrets_of_the_file() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(&policy, node_local(&out, "v1"))?;
+    let agent = start(&policy, &out)?;
+    wait_message(&out, "changing", "v1", now_us(), Duration::from_secs(10))?;
+
+    // A password written as a number (YAML reads an int), an API key as a
+    // float and a URL with credentials and a bad scheme: each is an error
+    // about a secret-bearing setting.
+    let secrets = ["98765432", "24680.5", "pw-in-url-77"];
+    std::fs::write(
+        &policy,
+        node_local(&out, "v1").replace(
+            "outputs:\n",
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['ftp://elastic:pw-in-url-77@es:9200']\n    username: elastic\n    password: 98765432\n  es2:\n    type: elasticsearch\n    hosts: [es]\n    api_key: 24680.5\n",
+        ),
+    )?;
+    agent.signal(libc::SIGHUP);
+    // One ERROR line per problem, logged after /status was updated.
+    for key in [
+        "outputs.es.password",
+        "outputs.es2.api_key",
+        "outputs.es.hosts.0",
+    ] {
+        agent.wait_log(&format!("`{key}`"), Duration::from_secs(10))?;
+    }
+    let status = agent.status()?;
+    let err = status["policy"]["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for key in [
+        "outputs.es.password",
+        "outputs.es2.api_key",
+        "outputs.es.hosts.0",
+    ] {
+        assert!(err.contains(key), "no error about {key}: {status:#}");
+    }
+    let log = agent.log();
+    for secret in secrets {
+        assert!(!err.contains(secret), "{secret} in /status: {err}");
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+    Ok(())
+}
+
+#[test]
 fn a_failing_input_is_restarted_with_backoff_and_reported() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");

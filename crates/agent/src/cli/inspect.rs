@@ -1,11 +1,17 @@
 //! `leasehold inspect -c POLICY [--vars FILE] [--format yaml|json]`: prints
 //! the inputs a policy renders to with the given variables, and the inputs it
 //! drops with the reason. Input types need not exist. Errors exit with 2.
+//!
+//! Values of secret settings (passwords, API keys, tokens, `Authorization`
+//! headers) are printed as `[redacted]` and URLs without their userinfo:
+//! the output is meant to be pasted into tickets.
 
 use std::path::{Path, PathBuf};
 
 use leasehold_policy::value::to_yaml;
 use leasehold_policy::{Policy, Value, Vars};
+
+use crate::redact::{self, REDACTED, Redactor};
 
 /// Output format of `inspect`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -68,14 +74,71 @@ pub fn run(args: &InspectArgs) -> i32 {
     let rendered = match result {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            let mut r = Redactor::new();
+            if let Ok(text) = std::fs::read_to_string(&args.config) {
+                r.add_text(&text);
+            }
+            eprintln!("error: {}", r.redact(&e));
             return 2;
         }
     };
-    let doc = rendered.to_json();
+    let mut doc = rendered.to_json();
+    redact_json(&mut doc, false);
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default()),
         Format::Yaml => print!("{}", to_yaml(&Value::from_json(&doc))),
     }
     0
+}
+
+/// Replaces, in place, every scalar under a secret key with `[redacted]`
+/// and cuts userinfo from every URL string.
+fn redact_json(v: &mut serde_json::Value, secret: bool) {
+    use serde_json::Value as J;
+    match v {
+        J::Object(m) => {
+            for (k, inner) in m.iter_mut() {
+                redact_json(inner, secret || redact::is_secret_key(k));
+            }
+        }
+        J::Array(items) => items.iter_mut().for_each(|i| redact_json(i, secret)),
+        J::Null => {}
+        _ if secret => *v = J::String(REDACTED.into()),
+        J::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = redact::strip_userinfo(s) {
+                *s = clean;
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_settings_and_url_userinfo_are_not_printed() {
+        let mut doc = serde_json::json!({
+            "inputs": [{
+                "id": "p",
+                "hosts": ["http://u:url-pw@node:9100"],
+                "password": 12345,
+                "headers": {"Authorization": "Bearer t0k", "X-Tenant": "blue"},
+                "auth": {"api_key": {"id": "a", "key": "k3y"}},
+                "bearer_token_file": "/var/run/token",
+            }],
+            "dropped": [],
+        });
+        redact_json(&mut doc, false);
+        let text = doc.to_string();
+        for secret in ["url-pw", "12345", "t0k", "k3y"] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+        }
+        let i = &doc["inputs"][0];
+        assert_eq!(i["hosts"][0], "http://node:9100");
+        assert_eq!(i["headers"]["X-Tenant"], "blue");
+        assert_eq!(i["bearer_token_file"], "/var/run/token");
+        assert_eq!(i["auth"]["api_key"]["id"], REDACTED);
+    }
 }

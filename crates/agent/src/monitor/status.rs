@@ -5,11 +5,15 @@
 //! Callers pass identities, names, ids, types, paths and error messages;
 //! they must never pass settings values, credentials or tokens, because
 //! everything on the board is readable by anyone who can reach the
-//! monitoring port.
+//! monitoring port. As a second line, every error message and reason is
+//! passed through the board's [`Redactor`] when the document is read: URL
+//! userinfo is cut and the secrets of the configuration are replaced.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
+
+use crate::redact::Redactor;
 
 /// The whole `/status` document.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -167,6 +171,7 @@ struct Board {
     outputs: Option<OutputSource>,
     policy: Option<PolicyStatus>,
     readiness: Readiness,
+    redactor: Redactor,
 }
 
 impl Default for Board {
@@ -181,6 +186,7 @@ impl Default for Board {
                 ready: false,
                 reason: "starting".into(),
             },
+            redactor: Redactor::new(),
         }
     }
 }
@@ -331,6 +337,12 @@ impl StatusBoard {
         p.reload_failures += 1;
     }
 
+    /// Sets what is redacted from messages: the secrets of the
+    /// configuration in force (and of a rejected one).
+    pub fn set_redactor(&self, redactor: Redactor) {
+        self.lock().redactor = redactor;
+    }
+
     /// Sets readiness; `reason` says why the agent is not ready (it is
     /// ignored when `ready`).
     pub fn set_ready(&self, ready: bool, reason: impl Into<String>) {
@@ -352,7 +364,7 @@ impl StatusBoard {
 
     /// The document as it stands now.
     pub fn snapshot(&self) -> StatusDoc {
-        let (mut doc, source) = {
+        let (mut doc, source, redactor) = {
             let b = self.lock();
             let doc = StatusDoc {
                 identity: b.identity.clone(),
@@ -361,11 +373,24 @@ impl StatusBoard {
                 outputs: Vec::new(),
                 policy: b.policy.clone(),
             };
-            (doc, b.outputs.clone())
+            (doc, b.outputs.clone(), b.redactor.clone())
         };
         // Called outside the lock: it reads the outputs' own state.
         if let Some(source) = source {
             doc.outputs = source();
+        }
+        let clean = |text: &mut String| *text = redactor.redact(text);
+        for i in &mut doc.inputs.running {
+            i.last_error.iter_mut().for_each(clean);
+        }
+        for d in &mut doc.inputs.dropped {
+            clean(&mut d.reason);
+        }
+        for o in &mut doc.outputs {
+            o.health.last_error.iter_mut().for_each(clean);
+        }
+        if let Some(p) = &mut doc.policy {
+            p.last_error.iter_mut().for_each(clean);
         }
         doc
     }
@@ -460,6 +485,41 @@ mod tests {
         assert_eq!(b.snapshot().outputs[0].queue_depth, 0);
         depth.store(7, Ordering::Relaxed);
         assert_eq!(b.snapshot().outputs[0].queue_depth, 7);
+    }
+
+    #[test]
+    fn errors_are_shown_without_url_userinfo_or_known_secrets() {
+        let b = StatusBoard::new();
+        let mut r = Redactor::new();
+        r.add("s3cr3t-pw");
+        b.set_redactor(r);
+        b.input_started("x", "prometheus/metrics");
+        b.input_failed("x", "http://u:pw-in-url@node:9100/metrics: refused");
+        b.input_dropped("y", "token s3cr3t-pw is not allowed");
+        b.policy_rejected("`outputs.es.password`: found s3cr3t-pw");
+        b.set_outputs(Arc::new(|| {
+            vec![OutputStatus {
+                name: "default".into(),
+                kind: "elasticsearch".into(),
+                queue_depth: 1,
+                health: crate::outputs::OutputHealth {
+                    last_error: Some(
+                        "HTTP 401: bad password s3cr3t-pw for http://u:s3cr3t-pw@es:9200".into(),
+                    ),
+                    ..Default::default()
+                },
+            }]
+        }));
+        let doc = serde_json::to_string(&b.snapshot()).unwrap();
+        assert!(
+            !doc.contains("s3cr3t") && !doc.contains("pw-in-url"),
+            "{doc}"
+        );
+        assert!(doc.contains("http://node:9100/metrics: refused"), "{doc}");
+        assert!(
+            doc.contains("bad password [redacted] for http://es:9200"),
+            "{doc}"
+        );
     }
 
     #[test]

@@ -633,7 +633,7 @@ pub(crate) fn int_in(
                 path,
                 format!(
                     "must be an integer from {lo} to {hi}, found {}",
-                    describe(other)
+                    describe_at(path, other)
                 ),
             ));
             None
@@ -641,7 +641,25 @@ pub(crate) fn int_in(
     }
 }
 
+/// The value of setting `key` as quoted in messages: like [`describe`],
+/// but the value of a secret key (a password, an API key, a token) is
+/// never quoted, only its type: messages end up in logs and `/status`.
+pub(crate) fn describe_at(key: &str, v: &Value) -> String {
+    if crate::redact::is_secret_key(key) {
+        let t = v.type_name();
+        let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("{article} {t}")
+    } else {
+        describe(v)
+    }
+}
+
 /// A value as quoted in messages: scalars by value, collections by type.
+/// For a setting that may be secret use [`describe_at`].
 pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::Int(i) => i.to_string(),

@@ -40,6 +40,7 @@ use crate::monitor::metrics::AgentMetrics;
 use crate::monitor::status::{DroppedInput, ElectionState, OutputStatus, StatusBoard};
 use crate::monitor::{Monitor, SharedRegistry};
 use crate::outputs::{self, OutputMetrics, Outputs};
+use crate::redact::Redactor;
 
 /// How often the policy file is checked for changes.
 const POLICY_POLL: Duration = Duration::from_secs(1);
@@ -90,6 +91,8 @@ pub struct Loaded {
     pub outputs: Vec<outputs::OutputSettings>,
     /// The elections some input refers to.
     pub elections: Vec<leasehold_policy::elections::ElectionSpec>,
+    /// Its secrets (as written and as resolved), kept out of messages.
+    pub redactor: Redactor,
 }
 
 /// The static provider values, read once.
@@ -106,12 +109,19 @@ pub struct Statics {
 
 /// Reads and checks a policy: every problem with file:line:column, the
 /// same as `check` says, plus what only the agent can find (settings that
-/// do not resolve).
+/// do not resolve). No message quotes a secret of the file: values of
+/// secret keys and URL userinfo are redacted.
 pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| vec![format!("{}: cannot read: {e}", path.display())])?;
-    let policy =
-        Policy::parse(&text, &path.display().to_string()).map_err(|e| vec![e.to_string()])?;
+    let mut redactor = Redactor::new();
+    redactor.add_text(&text);
+    let redact_all = |errors: Vec<String>, r: &Redactor| -> Vec<String> {
+        errors.iter().map(|e| r.redact(e)).collect()
+    };
+    let policy = Policy::parse(&text, &path.display().to_string())
+        .map_err(|e| redact_all(vec![e.to_string()], &redactor))?;
+    redactor.add_value("", &policy.root.to_value());
     let diags = crate::cli::check::diagnostics(&policy, None);
     let errors: Vec<String> = diags
         .iter()
@@ -119,20 +129,30 @@ pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
         .map(ToString::to_string)
         .collect();
     for d in diags.iter().filter(|d| d.severity == Severity::Warning) {
-        tracing::warn!("{d}");
+        tracing::warn!("{}", redactor.redact(&d.to_string()));
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(redact_all(errors, &redactor));
     }
     let file = policy.file.clone();
     let vars = providers::static_vars(&policy, &statics.env, &statics.host, &statics.agent);
     let mut errors = Vec::new();
-    let settings = config::section(&policy, "agent", &vars)
+    // Resolved sections may hold secrets taken from variables (`${env.X}`).
+    let mut resolved = |name: &str| {
+        let v = config::section(&policy, name, &vars);
+        if let Ok(v) = &v {
+            redactor.add_value(name, v);
+        }
+        v
+    };
+    let agent_section = resolved("agent");
+    let outputs_section = resolved("outputs");
+    let settings = agent_section
         .map_err(|e| vec![e])
         .and_then(|v| AgentSettings::from_section(&v))
         .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
         .ok();
-    let outs = config::section(&policy, "outputs", &vars)
+    let outs = outputs_section
         .map_err(|e| vec![e])
         .and_then(|v| match v {
             Value::Null => Err(vec![
@@ -157,8 +177,9 @@ pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
             settings,
             outputs,
             elections,
+            redactor,
         }),
-        _ => Err(errors),
+        _ => Err(redact_all(errors, &redactor)),
     }
 }
 
@@ -216,6 +237,7 @@ impl Agent {
         registries.register_metrics(&mut registry);
         let registry: SharedRegistry = Arc::new(Mutex::new(registry));
         let board = StatusBoard::new();
+        board.set_redactor(loaded.redactor.clone());
         board.set_identity(statics.fields.name.clone());
         board.policy_loaded(opts.policy_path.display().to_string());
         let outputs = Outputs::start(
@@ -330,6 +352,12 @@ impl Agent {
         let new = match load(&self.opts.policy_path, &self.statics) {
             Ok(l) => l,
             Err(errors) => {
+                // `load` redacted the rejected file's secrets; these are
+                // of the policy in force.
+                let errors: Vec<String> = errors
+                    .iter()
+                    .map(|e| self.loaded.redactor.redact(e))
+                    .collect();
                 // Status and metrics first: whoever sees the log line finds them updated.
                 self.board.policy_rejected(errors.join("; "));
                 self.metrics.policy_reload(false);
@@ -354,9 +382,14 @@ impl Agent {
         }
         let old_specs: Vec<_> = self.elections.iter().map(|e| e.spec.clone()).collect();
         let (outputs, settings) = (self.loaded.outputs.clone(), self.loaded.settings.clone());
+        // The outputs keep running with the old settings: keep their
+        // secrets redacted too.
+        let mut redactor = self.loaded.redactor.clone();
+        redactor.extend(&new.redactor);
         self.loaded = Loaded {
             outputs,
             settings,
+            redactor,
             ..new
         };
         if old_specs != self.loaded.elections {
@@ -571,11 +604,19 @@ impl Agent {
             Err(e) => {
                 // Inputs that were running keep running; stops by term still
                 // happen through the term tokens.
+                let e = self.loaded.redactor.redact(&e.to_string());
                 tracing::error!("rendering the policy failed: {e}");
-                self.board.policy_rejected(e.to_string());
+                self.board.policy_rejected(e);
                 return;
             }
         };
+        // Rendered settings may hold secrets from variables: redact those
+        // too from what inputs report.
+        let mut redactor = self.loaded.redactor.clone();
+        for ri in &rendered.inputs {
+            redactor.add_value("", &ri.config);
+        }
+        self.board.set_redactor(redactor);
         let mut dropped: Vec<DroppedInput> = rendered
             .dropped
             .iter()

@@ -39,7 +39,7 @@ pub async fn report(base: &str, format: Format) -> Result<(String, bool), String
     if !status.is_success() {
         return Err(format!(
             "{url} answered {status}: {}",
-            String::from_utf8_lossy(&body)
+            crate::redact::strip_userinfo(&String::from_utf8_lossy(&body))
         ));
     }
     let doc: Value = serde_json::from_slice(&body)
@@ -55,6 +55,8 @@ pub async fn report(base: &str, format: Format) -> Result<(String, bool), String
         }
         Format::Table => table(base, &doc, &problems),
     };
+    // An older agent may serve URLs with credentials: never print them.
+    let text = crate::redact::strip_userinfo(&text).into_owned();
     Ok((text, !problems.is_empty()))
 }
 

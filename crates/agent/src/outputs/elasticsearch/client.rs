@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use super::settings::ElasticsearchSettings;
+use super::settings::{ElasticsearchSettings, basic_token};
 
 /// Largest answer read (a bulk answer for 1600 items is ~300 KB).
 const MAX_ANSWER: usize = 64 * 1024 * 1024;
@@ -235,26 +235,7 @@ impl Client {
         url: &str,
         body: Option<(Bytes, bool)>,
     ) -> Result<(StatusCode, Bytes), String> {
-        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-        let mut req = hyper::Request::builder()
-            .method(method.clone())
-            .uri(uri)
-            .header(hyper::header::ACCEPT, "application/json")
-            .header(
-                hyper::header::USER_AGENT,
-                concat!("leasehold/", env!("CARGO_PKG_VERSION")),
-            );
-        if let Some(user) = &self.settings.username {
-            use base64::Engine as _;
-            let pass = self.settings.password.as_deref().unwrap_or("");
-            let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-            req = req.header(hyper::header::AUTHORIZATION, format!("Basic {token}"));
-        } else if let Some(key) = &self.settings.api_key {
-            req = req.header(hyper::header::AUTHORIZATION, format!("ApiKey {key}"));
-        }
-        for (k, v) in &self.settings.headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
+        let mut req = self.request(method, url)?;
         let payload = match body {
             Some((bytes, gzip)) => {
                 let ndjson = url.ends_with("/_bulk");
@@ -295,6 +276,32 @@ impl Client {
             .map_err(|_| format!("{url}: no answer within {:?}", self.settings.timeout))?
     }
 
+    /// A request to `url` with the output's authentication and headers.
+    fn request(&self, method: &Method, url: &str) -> Result<hyper::http::request::Builder, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let mut req = hyper::Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(
+                hyper::header::USER_AGENT,
+                concat!("leasehold/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(user) = &self.settings.username {
+            let pass = self.settings.password.as_deref().unwrap_or("");
+            req = req.header(
+                hyper::header::AUTHORIZATION,
+                format!("Basic {}", basic_token(user, pass)),
+            );
+        } else if let Some(key) = &self.settings.api_key {
+            req = req.header(hyper::header::AUTHORIZATION, format!("ApiKey {key}"));
+        }
+        for (k, v) in &self.settings.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        Ok(req)
+    }
+
     fn lock_server(&self) -> std::sync::MutexGuard<'_, Option<Server>> {
         self.server.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -320,4 +327,38 @@ pub fn status_error(status: StatusCode, body: &[u8], path: &str) -> RequestError
 pub fn shorten(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn credentials_from_a_host_url_are_sent_as_basic_authentication() {
+        let mut errors = Vec::new();
+        let keys = [(
+            "hosts".to_string(),
+            leasehold_policy::Value::Str("http://elastic:p%40ss%3Aw%C3%B6rd@127.0.0.1:9200".into()),
+        )]
+        .into_iter()
+        .collect();
+        let settings = super::super::settings::parse("outputs.es", &keys, &mut errors);
+        assert_eq!(errors, []);
+        let client = Client::new(settings).unwrap();
+        let url = format!("{}/_bulk", client.settings.hosts[0]);
+        assert_eq!(url, "http://127.0.0.1:9200/_bulk");
+        let req = client
+            .request(&Method::POST, &url)
+            .unwrap()
+            .body(())
+            .unwrap();
+        use base64::Engine as _;
+        let want = base64::engine::general_purpose::STANDARD.encode("elastic:p@ss:w\u{f6}rd");
+        assert_eq!(
+            req.headers()[hyper::header::AUTHORIZATION],
+            format!("Basic {want}").as_str()
+        );
+        assert_eq!(req.uri().authority().unwrap().as_str(), "127.0.0.1:9200");
+        assert_eq!(client.hosts(), "http://127.0.0.1:9200");
+    }
 }

@@ -27,6 +27,8 @@ use bulk::Outcome;
 use client::{Client, RequestError, status_error};
 pub use settings::ElasticsearchSettings;
 
+use crate::redact::Redactor;
+
 /// Requests per worker in one batch: the writer waits for a whole batch
 /// before it takes the next, so a batch spans several rounds of requests
 /// to keep every worker busy between the waits.
@@ -43,6 +45,9 @@ pub(super) struct ElasticsearchSink {
     /// Documents per request now: `bulk_max_size`, halved after each 413
     /// (the server's `http.max_content_length` was exceeded) and kept so.
     request_size: AtomicUsize,
+    /// Keeps the output's credentials out of its errors (a server may
+    /// quote what it was sent).
+    redactor: Redactor,
 }
 
 impl ElasticsearchSink {
@@ -55,7 +60,9 @@ impl ElasticsearchSink {
         let bulk_max_size = settings.bulk_max_size.max(1);
         let worker = settings.worker.max(1);
         let backoff = (settings.backoff_init, settings.backoff_max);
+        let redactor = settings.redactor();
         Ok(ElasticsearchSink {
+            redactor,
             name: name.into(),
             client: Arc::new(Client::new(settings)?),
             runtime,
@@ -154,7 +161,7 @@ impl Sink for ElasticsearchSink {
                 output = %self.name,
                 dropped = dropped.len(),
                 status = status,
-                first_reason = %reason,
+                first_reason = %self.redactor.redact(reason),
                 "documents refused for good by the server were dropped (counted in leasehold_output_events_dropped_total)",
             );
         }
@@ -171,7 +178,8 @@ impl Sink for ElasticsearchSink {
             (None, None) => "no answer for some documents".to_string(),
         };
         Err(io::Error::other(format!(
-            "{left} documents not written: {why}"
+            "{left} documents not written: {}",
+            self.redactor.redact(&why)
         )))
     }
 
@@ -180,7 +188,7 @@ impl Sink for ElasticsearchSink {
     }
 
     fn target(&self) -> String {
-        self.client.hosts()
+        self.redactor.redact(&self.client.hosts())
     }
 
     fn max_batch(&self) -> usize {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::super::{SettingError, common, describe, given, int_in};
+use super::super::{SettingError, common, describe, describe_at, given, int_in};
+use crate::redact::{self, Redactor};
 use crate::tls::Verification;
 
 /// Keys an `elasticsearch` output accepts (after `ssl`/`backoff` maps are
@@ -97,6 +98,42 @@ impl Default for ElasticsearchSettings {
     }
 }
 
+impl ElasticsearchSettings {
+    /// The secrets of these settings, to keep them out of messages: the
+    /// password, the API key and the values of secret headers, also as
+    /// they are sent.
+    pub fn redactor(&self) -> Redactor {
+        let mut r = Redactor::new();
+        if let Some(p) = &self.password {
+            r.add(p);
+        }
+        if let Some(user) = &self.username {
+            r.add(&basic_token(user, self.password.as_deref().unwrap_or("")));
+        }
+        if let Some(key) = &self.api_key {
+            r.add(key);
+            use base64::Engine as _;
+            if let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(key)
+                && let Ok(raw) = String::from_utf8(raw)
+            {
+                r.add(&raw);
+            }
+        }
+        for (name, value) in &self.headers {
+            if redact::is_secret_key(name) {
+                r.add(value);
+            }
+        }
+        r
+    }
+}
+
+/// The base64 credential of `Authorization: Basic`.
+pub fn basic_token(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
 /// Reads the settings of the output at `base` (e.g. `outputs.default`).
 pub fn parse(
     base: &str,
@@ -175,15 +212,50 @@ pub fn parse(
             Vec::new()
         }
     };
+    // Credentials in a URL (`http://user:pass@es:9200`) are sent as basic
+    // authentication to every host; the URLs keep none of them.
+    let mut url_credentials: Option<(String, (String, String))> = None;
     for (path, host) in hosts {
         match host_url(&host, protocol.as_deref(), &prefix) {
-            Ok(url) => s.hosts.push(url),
+            Ok((url, credentials)) => {
+                s.hosts.push(url);
+                match (credentials, &url_credentials) {
+                    (None, _) => {}
+                    (Some(c), None) => url_credentials = Some((path, c)),
+                    (Some(c), Some((first, known))) if c != *known => {
+                        errors.push(SettingError::new(
+                            path,
+                            format!(
+                                "carries other credentials (user:password@) than `{first}`; an output authenticates one way to all its hosts: remove them from the URLs and set `username` and `password`"
+                            ),
+                        ));
+                    }
+                    (Some(_), Some(_)) => {}
+                }
+            }
             Err(why) => errors.push(SettingError::new(path, why)),
         }
     }
 
     s.username = string(keys, base, "username", errors);
     s.password = string(keys, base, "password", errors);
+    if let Some((path, (user, pass))) = url_credentials {
+        let explicit = ["username", "password", "api_key"]
+            .into_iter()
+            .find(|k| given(keys, k).is_some());
+        match explicit {
+            Some(key) => errors.push(SettingError::new(
+                path,
+                format!(
+                    "carries credentials (user:password@) and `{base}.{key}` is set too; give them one way: remove them from the URL, or remove `{key}`"
+                ),
+            )),
+            None => {
+                s.username = Some(user);
+                s.password = Some(pass).filter(|p| !p.is_empty());
+            }
+        }
+    }
     if s.password.is_some() && s.username.is_none() {
         errors.push(SettingError::new(
             path_of("password"),
@@ -275,10 +347,20 @@ pub fn parse(
     s
 }
 
-/// The base URL of one `hosts` entry: `protocol` applies to entries
-/// without a scheme, the port defaults to 9200, `path` is appended.
-fn host_url(host: &str, protocol: Option<&str>, prefix: &str) -> Result<String, String> {
-    let host = host.trim();
+/// User and password taken from a URL.
+type Credentials = (String, String);
+
+/// The base URL of one `hosts` entry and the credentials it carried:
+/// `protocol` applies to entries without a scheme, the port defaults to
+/// 9200, `path` is appended, userinfo is removed (and percent-decoded).
+/// Messages quote the entry without its userinfo.
+fn host_url(
+    host: &str,
+    protocol: Option<&str>,
+    prefix: &str,
+) -> Result<(String, Option<Credentials>), String> {
+    let (host, credentials) = redact::split_userinfo(host.trim())?;
+    let host = host.as_str();
     let (scheme, rest) = match host.split_once("://") {
         Some((scheme, rest)) => {
             if scheme != "http" && scheme != "https" {
@@ -309,7 +391,7 @@ fn host_url(host: &str, protocol: Option<&str>, prefix: &str) -> Result<String, 
     let url = format!("{scheme}://{authority}{path}{prefix}");
     url.parse::<hyper::Uri>()
         .map_err(|e| format!("{host:?} is not a valid URL: {e}"))?;
-    Ok(url)
+    Ok((url, credentials))
 }
 
 /// `id:key` as Elastic prints it becomes base64; a value without `:` is
@@ -336,7 +418,10 @@ fn string(
         Some(other) => {
             errors.push(SettingError::new(
                 format!("{base}.{key}"),
-                format!("must be a string, found {}", describe(other)),
+                format!(
+                    "must be a string (quote it in YAML), found {}",
+                    describe_at(key, other)
+                ),
             ));
             None
         }
@@ -349,24 +434,151 @@ mod tests {
 
     #[test]
     fn hosts_take_the_protocol_port_and_path() {
+        let url = |h: &str, p: Option<&str>, prefix: &str| host_url(h, p, prefix).unwrap().0;
+        assert_eq!(url("es:9200", None, ""), "http://es:9200".to_string());
         assert_eq!(
-            host_url("es:9200", None, "").unwrap(),
-            "http://es:9200".to_string()
-        );
-        assert_eq!(
-            host_url("es", Some("https"), "/prefix").unwrap(),
+            url("es", Some("https"), "/prefix"),
             "https://es:9200/prefix"
         );
         assert_eq!(
-            host_url("http://10.0.0.1:9201/", Some("https"), "").unwrap(),
+            url("http://10.0.0.1:9201/", Some("https"), ""),
             "http://10.0.0.1:9201"
         );
-        assert_eq!(
-            host_url("https://[::1]", None, "").unwrap(),
-            "https://[::1]:9200"
-        );
+        assert_eq!(url("https://[::1]", None, ""), "https://[::1]:9200");
         assert!(host_url("ftp://es", None, "").is_err());
         assert!(host_url("http://", None, "").is_err());
+    }
+
+    fn keys(pairs: &[(&str, Value)]) -> BTreeMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    fn hosts(list: &[&str]) -> Value {
+        Value::List(list.iter().map(|h| Value::Str(h.to_string())).collect())
+    }
+
+    #[test]
+    fn credentials_in_host_urls_become_basic_authentication() {
+        let mut errors = Vec::new();
+        let s = parse(
+            "outputs.es",
+            &keys(&[(
+                "hosts",
+                hosts(&[
+                    "http://elastic:p%40ss%2Fw0rd@es-1:9201",
+                    "elastic:p%40ss%2Fw0rd@es-2",
+                    "https://es-3",
+                ]),
+            )]),
+            &mut errors,
+        );
+        assert_eq!(errors, []);
+        assert_eq!(
+            s.hosts,
+            ["http://es-1:9201", "http://es-2:9200", "https://es-3:9200"]
+        );
+        assert_eq!(s.username.as_deref(), Some("elastic"));
+        assert_eq!(s.password.as_deref(), Some("p@ss/w0rd"));
+        let r = s.redactor();
+        assert_eq!(
+            r.redact("p@ss/w0rd, p%40ss%2Fw0rd"),
+            "[redacted], [redacted]"
+        );
+
+        let s = parse(
+            "outputs.es",
+            &keys(&[("hosts", hosts(&["https://reader@es"]))]),
+            &mut errors,
+        );
+        assert_eq!(errors, []);
+        assert_eq!(
+            (s.hosts[0].as_str(), s.username.as_deref(), s.password),
+            ("https://es:9200", Some("reader"), None)
+        );
+    }
+
+    #[test]
+    fn credentials_given_twice_are_refused_without_quoting_them() {
+        for other in ["username", "password", "api_key"] {
+            let mut errors = Vec::new();
+            parse(
+                "outputs.es",
+                &keys(&[
+                    ("hosts", hosts(&["es-0", "http://u:url-secret@es"])),
+                    (other, Value::Str("x:other-secret".into())),
+                ]),
+                &mut errors,
+            );
+            let e = errors
+                .iter()
+                .find(|e| e.path == "outputs.es.hosts.1")
+                .unwrap_or_else(|| panic!("{other}: {errors:?}"));
+            assert!(
+                e.message
+                    .contains(&format!("`outputs.es.{other}` is set too")),
+                "{e}"
+            );
+            for e in &errors {
+                assert!(!e.to_string().contains("secret"), "{e}");
+            }
+        }
+        let mut errors = Vec::new();
+        parse(
+            "outputs.es",
+            &keys(&[(
+                "hosts",
+                hosts(&["http://u:a-secret@es-1", "http://u:b-secret@es-2"]),
+            )]),
+            &mut errors,
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "outputs.es.hosts.1");
+        assert!(errors[0].message.contains("`outputs.es.hosts.0`"));
+        assert!(!errors[0].to_string().contains("secret"));
+    }
+
+    #[test]
+    fn errors_about_a_host_or_a_password_do_not_quote_secrets() {
+        let mut errors = Vec::new();
+        parse(
+            "outputs.es",
+            &keys(&[
+                (
+                    "hosts",
+                    hosts(&["ftp://u:url-secret@es", "http://u:%ff@es"]),
+                ),
+                ("username", Value::Str("u".into())),
+                ("password", Value::Int(12345)),
+                ("api_key", Value::Float(1.5)),
+            ]),
+            &mut errors,
+        );
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("outputs.es.hosts.0: \"ftp://es\"")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e.starts_with("outputs.es.hosts.1: the password in the URL")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|e| e
+                    == "outputs.es.password: must be a string (quote it in YAML), found an int"),
+            "{text:?}"
+        );
+        for e in &text {
+            assert!(
+                !e.contains("secret") && !e.contains("12345") && !e.contains("1.5"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

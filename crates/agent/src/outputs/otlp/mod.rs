@@ -16,6 +16,7 @@ use std::io;
 use std::time::Duration;
 
 use super::queue::{Batch, Sink};
+use crate::redact::Redactor;
 pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
@@ -27,6 +28,8 @@ pub(super) struct OtlpSink {
     runtime: tokio::runtime::Handle,
     bulk_max_size: usize,
     backoff: (Duration, Duration),
+    /// Keeps the output's credentials out of its errors.
+    redactor: Redactor,
 }
 
 impl OtlpSink {
@@ -47,6 +50,7 @@ impl OtlpSink {
             runtime,
             bulk_max_size: settings.bulk_max_size.max(1),
             backoff: (settings.backoff_init, settings.backoff_max),
+            redactor: settings.redactor(),
         })
     }
 }
@@ -110,7 +114,7 @@ impl Sink for OtlpSink {
                         settled[i] = true;
                     }
                     batch.dropped += indexes.len();
-                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %e.message, "the receiver refused {what} for good; they are dropped and counted");
+                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }
                 Some(Sent::Failed(e)) => {
                     error.get_or_insert(e);
@@ -125,7 +129,7 @@ impl Sink for OtlpSink {
                 Err(io::Error::other(format!(
                     "{} events not exported: {}",
                     batch.remaining(),
-                    e.message
+                    self.redactor.redact(&e.message)
                 )))
             }
         }
@@ -136,7 +140,7 @@ impl Sink for OtlpSink {
     }
 
     fn target(&self) -> String {
-        self.endpoint.clone()
+        self.redactor.redact(&self.endpoint)
     }
 
     fn max_batch(&self) -> usize {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use leasehold_policy::Value;
 
 use super::super::{SettingError, common, describe, given, int_in};
+use crate::redact::{self, Redactor};
 use crate::tls::Verification;
 
 /// Keys an `otlp` output accepts (after `tls`/`backoff` maps are
@@ -72,6 +73,20 @@ pub struct OtlpSettings {
     pub backoff_max: Duration,
 }
 
+impl OtlpSettings {
+    /// The secrets of these settings (values of secret headers, the
+    /// endpoint's credentials among them), to keep them out of messages.
+    pub fn redactor(&self) -> Redactor {
+        let mut r = Redactor::new();
+        for (name, value) in &self.headers {
+            if redact::is_secret_key(name) {
+                r.add(value);
+            }
+        }
+        r
+    }
+}
+
 /// Reads the settings of the output at `base` (e.g. `outputs.otel`).
 pub fn parse(
     base: &str,
@@ -103,24 +118,29 @@ pub fn parse(
             format!("must be grpc or http/protobuf, found {}", describe(other)),
         )),
     }
+    let mut url_credentials = None;
     match get("endpoint") {
         None => errors.push(SettingError::new(
             path_of("endpoint"),
             "required: the receiver's URL, e.g. http://otel-collector:4317 for gRPC or http://otel-collector:4318 for protocol: http/protobuf",
         )),
-        Some(Value::Str(e)) => {
-            let e = e.trim().trim_end_matches('/');
-            let scheme_ok = e.starts_with("http://") || e.starts_with("https://");
-            match e.parse::<hyper::Uri>() {
-                Ok(uri) if scheme_ok && uri.host().is_some() => s.endpoint = e.to_string(),
-                _ => errors.push(SettingError::new(
-                    path_of("endpoint"),
-                    format!(
-                        "{e:?} is not an http:// or https:// URL with a host, e.g. http://otel-collector:4317"
-                    ),
-                )),
+        Some(Value::Str(e)) => match redact::split_userinfo(e.trim()) {
+            Err(why) => errors.push(SettingError::new(path_of("endpoint"), why)),
+            Ok((e, credentials)) => {
+                let e = e.trim_end_matches('/');
+                let scheme_ok = e.starts_with("http://") || e.starts_with("https://");
+                match e.parse::<hyper::Uri>() {
+                    Ok(uri) if scheme_ok && uri.host().is_some() => s.endpoint = e.to_string(),
+                    _ => errors.push(SettingError::new(
+                        path_of("endpoint"),
+                        format!(
+                            "{e:?} is not an http:// or https:// URL with a host, e.g. http://otel-collector:4317"
+                        ),
+                    )),
+                }
+                url_credentials = credentials;
             }
-        }
+        },
         Some(other) => errors.push(SettingError::new(
             path_of("endpoint"),
             format!("must be a URL string, found {}", describe(other)),
@@ -131,6 +151,22 @@ pub fn parse(
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect();
+    // Credentials in the endpoint URL are sent as basic authentication
+    // (as Go's HTTP client does), over gRPC as `authorization` metadata.
+    if let Some((user, pass)) = url_credentials {
+        if s.headers.iter().any(|(k, _)| k == "authorization") {
+            errors.push(SettingError::new(
+                path_of("endpoint"),
+                format!(
+                    "carries credentials (user:password@) and `{base}.headers` sets Authorization too; give them one way: remove them from the URL, or remove the header"
+                ),
+            ));
+        } else {
+            let token = crate::outputs::elasticsearch::settings::basic_token(&user, &pass);
+            s.headers
+                .push(("authorization".to_string(), format!("Basic {token}")));
+        }
+    }
     match get("compression") {
         None => {}
         Some(Value::Str(c)) if c == "gzip" => s.gzip = true,
@@ -169,4 +205,58 @@ pub fn parse(
         errors,
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(url: &str, headers: Option<(&str, &str)>) -> (OtlpSettings, Vec<SettingError>) {
+        let mut keys: BTreeMap<String, Value> =
+            [("endpoint".to_string(), Value::Str(url.into()))].into();
+        if let Some((k, v)) = headers {
+            keys.insert(
+                "headers".into(),
+                Value::Map(
+                    [(k.to_string(), Value::Str(v.into()))]
+                        .into_iter()
+                        .collect(),
+                ),
+            );
+        }
+        let mut errors = Vec::new();
+        (parse("outputs.o", &keys, &mut errors), errors)
+    }
+
+    #[test]
+    fn credentials_in_the_endpoint_become_basic_authentication() {
+        let (s, errors) = endpoint("https://otel:s3cr%2Ft@collector:4318/", None);
+        assert_eq!(errors, []);
+        assert_eq!(s.endpoint, "https://collector:4318");
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode("otel:s3cr/t");
+        assert_eq!(
+            s.headers,
+            [("authorization".to_string(), format!("Basic {token}"))]
+        );
+        assert_eq!(
+            s.redactor().redact(&format!("{token} s3cr/t")),
+            "[redacted] [redacted]"
+        );
+
+        let (_, errors) = endpoint(
+            "http://otel:s3cret@collector:4317",
+            Some(("Authorization", "Bearer t0ken-value")),
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "outputs.o.endpoint");
+        assert!(errors[0].message.contains("headers"), "{}", errors[0]);
+        assert!(!errors[0].to_string().contains("s3cret"));
+
+        let (_, errors) = endpoint("collector:4317 user:s3cret@", None);
+        assert!(
+            errors.iter().all(|e| !e.to_string().contains("s3cret")),
+            "{errors:?}"
+        );
+    }
 }

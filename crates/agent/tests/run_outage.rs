@@ -194,3 +194,97 @@ async fn with_queue_disk_a_restart_during_the_outage_loses_nothing() -> Result<(
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
     Ok(())
 }
+
+/// The peak resident memory of process `pid` (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/{pid}/status"))
+}
+
+/// A value in `/metrics` text, 0 when absent.
+fn metric(text: &str, line_start: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// 1 MB lines into a sink that is down: the output holds at most
+/// `queue.mem.bytes` of them, and the agent's peak memory stays under
+/// three times that (queue, batch, request) plus 64 MiB for the agent
+/// itself. Before, the queue was bounded in events only and 3,200 queued
+/// 1 MB events took over 3 GB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_events_into_a_dead_sink_stay_within_the_byte_bound() -> Result<()> {
+    const QUEUE_BYTES: u64 = 16 * 1024 * 1024;
+    let plane = ControlPlane::shared();
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("policy.yml");
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://127.0.0.1:{}", l.local_addr()?.port())
+    };
+    write_policy(
+        &policy,
+        &dead,
+        &format!("    queue.mem.bytes: {QUEUE_BYTES}\n"),
+        "while :; do head -c 1000000 /dev/zero | tr \"\\\\0\" a; echo; done",
+    )?;
+    let a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let bytes = "leasehold_output_queue_bytes{output=\"default\"}";
+    let errors = "leasehold_output_write_errors_total{output=\"default\"}";
+    let produced = "leasehold_events_produced_total{input=\"count\"}";
+    // Full: the next 1 MB event does not fit.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let full = loop {
+        let m = a.get("/metrics")?.1;
+        if metric(&m, bytes) + 1_000_001 > QUEUE_BYTES && metric(&m, errors) >= 2 {
+            break m;
+        }
+        if Instant::now() > deadline {
+            bail!("the queue did not fill: {m}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Then five more failed attempts: the input waits, nothing more is held.
+    let errors_then = metric(&full, errors);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let later = loop {
+        let m = a.get("/metrics")?.1;
+        if metric(&m, errors) >= errors_then + 5 {
+            break m;
+        }
+        if Instant::now() > deadline {
+            bail!("no more write attempts: {m}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let peak = peak_rss_kib(a.pid())?;
+    let held = metric(&later, bytes);
+    let events = metric(&later, produced);
+    let bound_kib = 3 * QUEUE_BYTES / 1024 + 64 * 1024;
+    println!(
+        "1 MB events into a dead sink with queue.mem.bytes {QUEUE_BYTES}: {held} bytes held, {events} events produced, peak RSS {peak} KiB (bound {bound_kib} KiB)"
+    );
+    assert!(held <= QUEUE_BYTES, "{held} bytes held");
+    assert!(
+        events <= QUEUE_BYTES / 1_000_001 + 2,
+        "{events} events of 1 MB produced: the input did not wait"
+    );
+    assert!(
+        peak <= bound_kib,
+        "peak RSS {peak} KiB over {bound_kib} KiB"
+    );
+    let status = a.status()?;
+    assert!(
+        status["outputs"][0]["queue_bytes"]
+            .as_u64()
+            .is_some_and(|b| b <= QUEUE_BYTES),
+        "{status}"
+    );
+    Ok(())
+}

@@ -421,6 +421,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(dir)),
                 queue_events: 16,
+                memory: Default::default(),
                 disk: None,
             }],
             OutputMetrics::new(),

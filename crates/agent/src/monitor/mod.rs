@@ -614,6 +614,7 @@ mod tests {
                 name: "default".into(),
                 kind: "file".into(),
                 queue_depth: 4,
+                queue_bytes: 0,
                 health: Default::default(),
             }]
         }));
@@ -655,7 +656,7 @@ mod tests {
                     ]
                 },
                 "outputs": [{
-                    "name": "default", "type": "file", "queue_depth": 4,
+                    "name": "default", "type": "file", "queue_depth": 4, "queue_bytes": 0,
                     "state": "idle", "consecutive_failures": 0, "last_error": null,
                     "last_error_at": null, "last_success_at": null
                 }],

@@ -125,6 +125,8 @@ pub struct OutputStatus {
     pub kind: String,
     /// Events queued and not yet written.
     pub queue_depth: usize,
+    /// Bytes of events held in memory (queue and batch being written).
+    pub queue_bytes: usize,
     /// Whether it is delivering, and its latest error.
     #[serde(flatten)]
     pub health: crate::outputs::OutputHealth,
@@ -479,6 +481,7 @@ mod tests {
                 name: "default".into(),
                 kind: "file".into(),
                 queue_depth: d.load(Ordering::Relaxed),
+                queue_bytes: 0,
                 health: Default::default(),
             }]
         }));
@@ -502,6 +505,7 @@ mod tests {
                 name: "default".into(),
                 kind: "elasticsearch".into(),
                 queue_depth: 1,
+                queue_bytes: 0,
                 health: crate::outputs::OutputHealth {
                     last_error: Some(
                         "HTTP 401: bad password s3cr3t-pw for http://u:s3cr3t-pw@es:9200".into(),

@@ -52,6 +52,7 @@ pub struct OutputMetrics {
     errors: Family<OutputLabels, Counter>,
     batches: Family<OutputLabels, Counter>,
     depth: Family<OutputLabels, Gauge>,
+    bytes: Family<OutputLabels, Gauge>,
     latency: Family<OutputLabels, Histogram, fn() -> Histogram>,
     received: Family<InputLabels, Counter>,
 }
@@ -67,6 +68,7 @@ impl Default for OutputMetrics {
             errors: Family::default(),
             batches: Family::default(),
             depth: Family::default(),
+            bytes: Family::default(),
             latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             received: Family::default(),
         }
@@ -126,6 +128,11 @@ impl OutputMetrics {
             "leasehold_output_queue_depth",
             "Events waiting in an output's queue",
             m.depth.clone(),
+        );
+        registry.register(
+            "leasehold_output_queue_bytes",
+            "Bytes of events an output holds in memory (queue and the batch being written), bounded by queue.mem.bytes",
+            m.bytes.clone(),
         );
         registry.register(
             "leasehold_output_events_received",
@@ -194,6 +201,7 @@ impl OutputMetrics {
             failed: self.failed.get_or_create(&l).clone(),
             errors: self.errors.get_or_create(&l).clone(),
             depth: self.depth.get_or_create(&l).clone(),
+            bytes: self.bytes.get_or_create(&l).clone(),
             received: self.received.clone(),
         }
     }
@@ -219,10 +227,15 @@ pub(super) struct OutputHandles {
     pub(super) failed: Counter,
     pub(super) errors: Counter,
     depth: Gauge,
+    bytes: Gauge,
     received: Family<InputLabels, Counter>,
 }
 
 impl OutputHandles {
+    pub(super) fn set_bytes(&self, bytes: usize) {
+        self.bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
     pub(super) fn set_depth(&self, depth: usize) {
         self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
     }

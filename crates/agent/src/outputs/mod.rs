@@ -10,6 +10,7 @@
 //! Two kinds exist: `console` (NDJSON on standard output) and `file` (NDJSON
 //! in a directory, rotated by size like Beats' file output).
 
+mod budget;
 mod common;
 mod console;
 pub mod disk;
@@ -36,6 +37,7 @@ use crate::event::Event;
 pub use health::{HealthState, OutputHealth};
 pub use metrics::OutputMetrics;
 
+use budget::ByteBudget;
 use metrics::OutputHandles;
 use queue::{Control, Sink};
 
@@ -60,12 +62,24 @@ pub const NUMBER_OF_FILES_RANGE: std::ops::RangeInclusive<usize> = 2..=1024;
 pub const DEFAULT_PERMISSIONS: u32 = 0o600;
 
 const QUEUE_EVENTS_KEY: &str = "queue.mem.events";
+const QUEUE_BYTES_KEY: &str = "queue.mem.bytes";
+const MAX_EVENT_BYTES_KEY: &str = "max_event_bytes";
+/// Default `queue.mem.bytes`: with the batch being written and the request
+/// built from it, an output holds about three times this at most, well
+/// inside the shipped DaemonSet's 512 MiB limit.
+pub const DEFAULT_QUEUE_BYTES: u64 = 32 * 1024 * 1024;
+/// Default `max_event_bytes`: larger events are dropped (counted).
+pub const DEFAULT_MAX_EVENT_BYTES: u64 = 8 * 1024 * 1024;
+/// The accepted range of `queue.mem.bytes`.
+pub const QUEUE_BYTES_RANGE: std::ops::RangeInclusive<u64> = (64 * 1024)..=(1 << 34);
 const DISK_KEY: &str = "queue.disk";
 const DISK_PATH_KEY: &str = "queue.disk.path";
 const DISK_MAX_SIZE_KEY: &str = "queue.disk.max_size";
-const COMMON_KEYS: [&str; 5] = [
+const COMMON_KEYS: [&str; 7] = [
     "type",
     QUEUE_EVENTS_KEY,
+    QUEUE_BYTES_KEY,
+    MAX_EVENT_BYTES_KEY,
     DISK_KEY,
     DISK_PATH_KEY,
     DISK_MAX_SIZE_KEY,
@@ -92,6 +106,29 @@ pub struct OutputSettings {
     pub queue_events: usize,
     /// `queue.disk`: keep the queue in files instead of memory.
     pub disk: Option<DiskSettings>,
+    /// The byte bounds of what the output holds in memory.
+    pub memory: MemoryLimits,
+}
+
+/// How many bytes of events an output holds in memory: its queue (or,
+/// with `queue.disk`, the hand-over from the disk) and the batch being
+/// written together stay under `queue_bytes`, whatever the event count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    /// `queue.mem.bytes`.
+    pub queue_bytes: u64,
+    /// `max_event_bytes`: a larger event can never be queued; it is
+    /// dropped, counted and reported.
+    pub max_event_bytes: u64,
+}
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        MemoryLimits {
+            queue_bytes: DEFAULT_QUEUE_BYTES,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
 }
 
 /// `queue.disk` settings.
@@ -337,6 +374,7 @@ fn parse_output(
     };
 
     let disk = parse_disk(&base, &keys, errors);
+    let memory = parse_memory(&base, &keys, disk.is_some(), errors);
 
     // The keys of an unknown type cannot be judged: only its `type` is named.
     let kind_name = kind_name?;
@@ -388,7 +426,65 @@ fn parse_output(
         kind,
         queue_events,
         disk,
+        memory,
     })
+}
+
+/// `queue.mem.bytes` and `max_event_bytes`.
+fn parse_memory(
+    base: &str,
+    keys: &BTreeMap<String, Value>,
+    disk: bool,
+    errors: &mut Vec<SettingError>,
+) -> MemoryLimits {
+    let mut m = MemoryLimits::default();
+    let size = |key: &str, lo: u64, hi: u64, errors: &mut Vec<SettingError>| -> Option<u64> {
+        let v = given(keys, key)?;
+        match parse_size(v) {
+            Some(n) if (lo..=hi).contains(&n) => Some(n),
+            _ => {
+                errors.push(SettingError::new(
+                    format!("{base}.{key}"),
+                    format!(
+                        "must be a size from {lo} to {hi} bytes, in bytes or with a unit (32MiB, 500KB), found {}",
+                        describe(v)
+                    ),
+                ));
+                None
+            }
+        }
+    };
+    if disk && given(keys, QUEUE_BYTES_KEY).is_some() {
+        errors.push(SettingError::new(
+            format!("{base}.{QUEUE_BYTES_KEY}"),
+            format!("given together with `{DISK_KEY}`; an output has one queue: bound the disk queue with `{DISK_MAX_SIZE_KEY}`"),
+        ));
+    }
+    if let Some(n) = size(
+        QUEUE_BYTES_KEY,
+        *QUEUE_BYTES_RANGE.start(),
+        *QUEUE_BYTES_RANGE.end(),
+        errors,
+    ) {
+        m.queue_bytes = n;
+    }
+    if let Some(n) = size(MAX_EVENT_BYTES_KEY, 1024, u64::from(u32::MAX), errors) {
+        m.max_event_bytes = n;
+    }
+    if m.max_event_bytes > m.queue_bytes {
+        if given(keys, MAX_EVENT_BYTES_KEY).is_some() {
+            errors.push(SettingError::new(
+                format!("{base}.{MAX_EVENT_BYTES_KEY}"),
+                format!(
+                    "{} is more than `{QUEUE_BYTES_KEY}` ({}): such an event could never be queued; lower it or raise the queue",
+                    m.max_event_bytes, m.queue_bytes
+                ),
+            ));
+        } else {
+            m.max_event_bytes = m.queue_bytes;
+        }
+    }
+    m
 }
 
 /// Collects the settings of one output by their dotted keys, descending
@@ -688,6 +784,10 @@ pub struct EventSender {
     name: Arc<str>,
     queue: Queue,
     handles: Arc<OutputHandles>,
+    /// Bytes of events held in memory, shared with the writer.
+    budget: ByteBudget,
+    /// Larger events are dropped.
+    max_event_bytes: usize,
     /// Set by [`EventSender::for_input`]: the per-input counter, found once.
     received: Option<prometheus_client::metrics::counter::Counter>,
 }
@@ -705,20 +805,34 @@ impl EventSender {
     ///
     /// Cancel-safe: if the future is dropped before it completes, the event
     /// was not queued. Fails only when the output has shut down.
-    pub async fn send(&self, ev: Event) -> Result<(), Closed> {
-        match &self.received {
-            Some(counter) => {
-                self.queue.push(&self.name, ev).await?;
+    pub async fn send(&self, mut ev: Event) -> Result<(), Closed> {
+        if ev.ndjson().len() > self.max_event_bytes {
+            // It could never be queued: refused for good, like a document
+            // the server can never take (its input may move past it).
+            self.handles.dropped.inc();
+            tracing::warn!(output = %self.name, input = %ev.input_id, bytes = ev.ndjson().len(), max_event_bytes = self.max_event_bytes, "an event larger than max_event_bytes was dropped (counted in leasehold_output_events_dropped_total)");
+            if let Some(a) = ev.take_ack() {
+                a.settle();
+            }
+            return Ok(());
+        }
+        let input = self.received.is_none().then(|| Arc::clone(&ev.input_id));
+        self.queue.push(&self.name, ev, &self.budget).await?;
+        match (&self.received, input) {
+            (Some(counter), _) => {
                 counter.inc();
             }
-            None => {
-                let input = Arc::clone(&ev.input_id);
-                self.queue.push(&self.name, ev).await?;
-                self.handles.received(&input);
-            }
+            (None, Some(input)) => self.handles.received(&input),
+            (None, None) => {}
         }
         self.handles.set_depth(self.queue.depth());
+        self.handles.set_bytes(self.budget.used());
         Ok(())
+    }
+
+    /// Bytes of events held in memory now (queue and batch being written).
+    pub fn bytes(&self) -> usize {
+        self.budget.used()
     }
 
     /// A sender for one input's events: its per-input metric is looked up
@@ -773,9 +887,19 @@ impl Queue {
         }
     }
 
-    async fn push(&self, output: &str, mut ev: Event) -> Result<(), Closed> {
+    async fn push(&self, output: &str, mut ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
         match self {
-            Queue::Memory(tx) => tx.send(ev).await.map_err(|_| Closed),
+            Queue::Memory(tx) => {
+                // Taken until the writer is done with the event's batch;
+                // given back at once if the send does not complete.
+                let permit = budget
+                    .reserve(budget.cost(ev.ndjson().len()))
+                    .await
+                    .ok_or(Closed)?;
+                tx.send(ev).await.map_err(|_| Closed)?;
+                permit.forget();
+                Ok(())
+            }
             Queue::Disk(d) => {
                 let mut warned = false;
                 // Stored in the disk queue is delivered for the producer:
@@ -810,7 +934,13 @@ fn queue_depth<T>(tx: &mpsc::Sender<T>) -> usize {
 }
 
 /// An output about to start: name, queue capacity, sink, disk queue.
-type Planned = (String, usize, Box<dyn Sink>, Option<Arc<disk::DiskQueue>>);
+struct Planned {
+    name: String,
+    capacity: usize,
+    sink: Box<dyn Sink>,
+    disk: Option<Arc<disk::DiskQueue>>,
+    memory: MemoryLimits,
+}
 
 struct Running {
     sender: EventSender,
@@ -884,7 +1014,13 @@ impl Outputs {
                     Some(Arc::new(q))
                 }
             };
-            planned.push((s.name, s.queue_events, sink, disk));
+            planned.push(Planned {
+                name: s.name,
+                capacity: s.queue_events,
+                sink,
+                disk,
+                memory: s.memory,
+            });
         }
         Self::launch_queued(planned, metrics)
     }
@@ -897,7 +1033,16 @@ impl Outputs {
         metrics: OutputMetrics,
     ) -> std::io::Result<Outputs> {
         Self::launch_queued(
-            sinks.into_iter().map(|(n, c, s)| (n, c, s, None)).collect(),
+            sinks
+                .into_iter()
+                .map(|(name, capacity, sink)| Planned {
+                    name,
+                    capacity,
+                    sink,
+                    disk: None,
+                    memory: MemoryLimits::default(),
+                })
+                .collect(),
             metrics,
         )
     }
@@ -910,8 +1055,16 @@ impl Outputs {
         let close = CancellationToken::new();
         let abort = CancellationToken::new();
         let mut running = Vec::with_capacity(sinks.len());
-        for (name, capacity, sink, disk) in sinks {
+        for Planned {
+            name,
+            capacity,
+            sink,
+            disk,
+            memory,
+        } in sinks
+        {
             let (tx, rx) = mpsc::channel(capacity.max(1));
+            let budget = ByteBudget::new(memory.queue_bytes);
             let handles = Arc::new(metrics.handles(&name));
             let name: Arc<str> = name.into();
             let control = Control {
@@ -929,6 +1082,7 @@ impl Outputs {
                         max,
                         abort.clone(),
                         Arc::clone(&handles),
+                        budget.clone(),
                     ));
                     runtime.spawn(disk::sync_loop(Arc::clone(d)));
                     handles.set_depth(d.depth());
@@ -942,12 +1096,15 @@ impl Outputs {
                 control,
                 Arc::clone(&handles),
                 disk,
+                budget.clone(),
             ));
             running.push(Running {
                 sender: EventSender {
                     name,
                     queue,
                     handles,
+                    budget,
+                    max_event_bytes: usize::try_from(memory.max_event_bytes).unwrap_or(usize::MAX),
                     received: None,
                 },
                 writer,
@@ -1263,6 +1420,35 @@ mod tests {
     }
 
     #[test]
+    fn memory_is_bounded_in_bytes_with_defaults() {
+        let outs = parse("outputs:\n  o: {type: console}\n").unwrap();
+        assert_eq!(outs[0].memory, MemoryLimits::default());
+        let outs = parse(
+            "outputs:\n  o:\n    type: console\n    queue: {mem: {bytes: 64MiB}}\n    max_event_bytes: 2MB\n",
+        )
+        .unwrap();
+        assert_eq!(outs[0].memory.queue_bytes, 64 << 20);
+        assert_eq!(outs[0].memory.max_event_bytes, 2_000_000);
+        // A queue smaller than the default event limit lowers the limit.
+        let outs = parse("outputs:\n  o: {type: console, queue.mem.bytes: 1MiB}\n").unwrap();
+        assert_eq!(outs[0].memory.max_event_bytes, 1 << 20);
+        let errs = errors(
+            "outputs:\n  a: {type: console, queue.mem.bytes: 1MiB, max_event_bytes: 2MiB}\n  b: {type: console, queue.mem.bytes: 10}\n  c: {type: console, queue.mem.bytes: 1MiB, queue.disk: {}}\n",
+        );
+        let paths: Vec<&str> = errs.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "outputs.a.max_event_bytes",
+                "outputs.b.queue.mem.bytes",
+                "outputs.c.queue.mem.bytes"
+            ],
+            "{errs:?}"
+        );
+        assert!(errs[0].1.contains("could never be queued"), "{errs:?}");
+    }
+
+    #[test]
     fn every_error_is_reported_with_its_path() {
         let yaml = "outputs:
   f:
@@ -1323,10 +1509,10 @@ mod tests {
         );
         let msg = |p: &str| &got.iter().find(|(q, _)| q == p).unwrap().1;
         assert!(msg("outputs.f.compression").contains(
-            "known keys: filename, number_of_files, path, permissions, queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.events, rotate_every_kb, type"
+            "known keys: filename, max_event_bytes, number_of_files, path, permissions, queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.bytes, queue.mem.events, rotate_every_kb, type"
         ));
         assert!(msg("outputs.c.path").contains(
-            "known keys: queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.events, type"
+            "known keys: max_event_bytes, queue.disk, queue.disk.max_size, queue.disk.path, queue.mem.bytes, queue.mem.events, type"
         ));
         assert!(msg("outputs.x.type").contains("`kafka`"));
         assert!(msg("outputs.x.type").contains("known types: console, elasticsearch, file"));

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use super::budget::ByteBudget;
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
 use crate::ack::Ack;
@@ -217,6 +218,7 @@ pub(super) async fn run_writer(
     control: Control,
     metrics: Arc<OutputHandles>,
     disk: Option<Arc<DiskQueue>>,
+    budget: ByteBudget,
 ) -> usize {
     let mut sink = Some(sink);
     let mut closed = false;
@@ -241,10 +243,16 @@ pub(super) async fn run_writer(
             .as_ref()
             .map_or((BACKOFF_START, BACKOFF_MAX), |s| s.backoff());
         let mut batch = Batch::default();
+        // The bytes the batch's events took from the budget, given back
+        // once the batch is done (written, settled or discarded).
+        let mut held = budget.cost(first.ndjson().len()) as usize;
         batch.push(first);
         while batch.lines.len() < max_batch {
             match rx.try_recv() {
-                Ok(ev) => batch.push(ev),
+                Ok(ev) => {
+                    held += budget.cost(ev.ndjson().len()) as usize;
+                    batch.push(ev);
+                }
                 Err(_) => break,
             }
         }
@@ -342,6 +350,8 @@ pub(super) async fn run_writer(
                 }
             }
         }
+        budget.release(held);
+        metrics.set_bytes(budget.used());
     }
     metrics.set_depth(0);
     if let Some(mut s) = sink {
@@ -371,6 +381,7 @@ pub(super) async fn feed_from_disk(
     max: usize,
     abort: CancellationToken,
     metrics: Arc<OutputHandles>,
+    budget: ByteBudget,
 ) {
     let input: Arc<str> = Arc::from("queue.disk");
     let mut warned = false;
@@ -403,6 +414,13 @@ pub(super) async fn feed_from_disk(
         };
         warned = false;
         for line in lines {
+            // The hand-over to the writer holds its bytes too.
+            let permit = tokio::select! {
+                biased;
+                _ = abort.cancelled() => return,
+                p = budget.reserve(budget.cost(line.len())) => p,
+            };
+            let Some(permit) = permit else { return };
             if tx
                 .send(Event::from_line(Arc::clone(&input), line))
                 .await
@@ -410,6 +428,7 @@ pub(super) async fn feed_from_disk(
             {
                 return;
             }
+            permit.forget();
         }
     }
 }
@@ -643,6 +662,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
                 queue_events: 8,
+                memory: Default::default(),
                 disk: Some(DiskSettings {
                     path: Some(dir.path().join("queue")),
                     max_size: 1 << 20,
@@ -737,6 +757,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(settings.clone()),
                 queue_events: 10_000,
+                memory: Default::default(),
                 disk: None,
             }],
             metrics.clone(),
@@ -771,6 +792,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(settings.clone()),
                 queue_events: 64,
+                memory: Default::default(),
                 disk: None,
             }],
             metrics.clone(),
@@ -806,6 +828,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(plain.join("sub"))),
                 queue_events: 1,
+                memory: Default::default(),
                 disk: None,
             }],
             OutputMetrics::new(),

@@ -815,6 +815,7 @@ impl Agent {
                     name: name.clone(),
                     kind: kind.clone(),
                     queue_depth: sender.depth(),
+                    queue_bytes: sender.bytes(),
                     health: sender.health(),
                 })
                 .collect()

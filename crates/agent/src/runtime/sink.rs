@@ -374,6 +374,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(dir.path())),
                 queue_events: 8,
+                memory: Default::default(),
                 disk: None,
             }],
             OutputMetrics::new(),

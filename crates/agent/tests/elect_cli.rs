@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use leasehold_testkit::candidates::{Fleet, Kind, Spec, State};
 use leasehold_testkit::{ControlPlane, process_running};
 
@@ -1160,5 +1160,45 @@ async fn a_command_that_cannot_start_says_why() -> Result<()> {
     )
     .await?;
     assert!(seen.contains("while leading"), "{seen}");
+    Ok(())
+}
+
+/// A Lease in a namespace that does not exist can never be created:
+/// `elect` says so on stderr, at the default level, naming the namespace
+/// and the fix, long before the first create (one lease duration later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_namespace_is_named_on_stderr_at_once() -> Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let plane = ControlPlane::shared();
+    let missing = format!("no-such-ns-{}", std::process::id());
+    let mut child = tokio::process::Command::new(leasehold())
+        .args(["elect", "--lease", "nowhere", "--namespace", &missing])
+        .args(["--identity", "someone"])
+        .arg("--kubeconfig")
+        .arg(plane.admin_kubeconfig())
+        .args(["--lease-duration", "15s", "--renew-deadline", "10s"])
+        .args(["--retry-period", "2s"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stderr = child.stderr.take().context("stderr")?;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let found = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = lines.next_line().await? {
+            if line.contains(&format!("namespace \"{missing}\" does not exist")) {
+                return Ok::<_, anyhow::Error>(Some(line));
+            }
+        }
+        Ok(None)
+    })
+    .await;
+    let _ = child.kill().await;
+    let line = match found {
+        Ok(Ok(Some(line))) => line,
+        other => anyhow::bail!("no line naming the missing namespace within 10 s: {other:?}"),
+    };
+    assert!(line.contains("kubectl create namespace"), "{line}");
     Ok(())
 }

@@ -72,6 +72,11 @@ struct Inner {
     checkpoints: Checkpoints,
     /// Our identity, to tell our writes from others'.
     identity: String,
+    /// Whether a missing Lease's namespace was checked since the Lease was
+    /// last found (once per absence: a dry-run create tells a missing
+    /// namespace from a missing Lease at once, instead of at the first
+    /// real create one lease duration later).
+    namespace_checked: std::sync::atomic::AtomicBool,
 }
 
 impl KubeLock {
@@ -96,12 +101,40 @@ impl KubeLock {
                 explained: Mutex::default(),
                 checkpoints,
                 identity: identity.to_string(),
+                namespace_checked: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
 }
 
 impl Inner {
+    /// The Lease is missing: says at once, with the fix, when its namespace
+    /// is missing too (a dry-run create answers 404 for the namespace), so
+    /// nobody waits for a leader that can never be elected.
+    async fn check_namespace(&self) {
+        use std::sync::atomic::Ordering;
+        if self.namespace_checked.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let probe = build_new(&self.namespace, &self.lease, &Default::default());
+        let params = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        if let Err(kube::Error::Api(status)) = self.api.create(&params, &probe).await
+            && status.code == 404
+        {
+            tracing::error!(
+                lease = %self.lease,
+                namespace = %self.namespace,
+                "namespace \"{}\" does not exist, so Lease \"{}\" cannot be created and nobody can lead: create it (kubectl create namespace {}) or set the election's namespace to an existing one",
+                self.namespace,
+                self.lease,
+                self.namespace
+            );
+        }
+    }
+
     fn keep(&self, obj: DynamicObject) -> Observed {
         let (observed, notes) = parse(&obj);
         self.checkpoints
@@ -197,7 +230,15 @@ impl LeaseLock for KubeLock {
         let inner = self.inner.clone();
         Box::pin(async move {
             let result = inner.api.get(&inner.lease).await;
-            inner.answer("get", result)
+            let answer = inner.answer("get", result);
+            match &answer {
+                Err(LockError::NotFound) => inner.check_namespace().await,
+                Ok(_) => inner
+                    .namespace_checked
+                    .store(false, std::sync::atomic::Ordering::Relaxed),
+                Err(_) => {}
+            }
+            answer
         })
     }
 

@@ -4,10 +4,10 @@
 //! starts over, a new file starts at 0. Blocking: it runs on tokio's
 //! blocking threads.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -111,46 +111,97 @@ pub fn decide(
     Ok((more && !old).then_some(cursor))
 }
 
-/// Files the registry knows that no glob matched but that still sit in
-/// their directory under another name with unread lines: rotated (by
-/// rename) while the agent was not running. Read to their end.
-pub fn rotated(
+/// Known files that no glob matched in this scan and that no reader has
+/// open, followed by identity. The rule, at every scan:
+///
+/// - a file renamed to a path the stream's globs still match is found by
+///   the scan itself: [`decide`] moves its cursor to the new path and reads
+///   what was appended;
+/// - a file renamed to a name no glob matches (`a.log` to `a.log.1`), or
+///   rotated while the agent was not running, is looked for in the
+///   directory it was last seen in, by device + inode checked against its
+///   fingerprint. Found there, its cursor follows it to the new name, and
+///   the bytes past the cursor (lines appended before, or after, the
+///   rename: a writer may still hold it open) are read to the end. The
+///   include/exclude filters still apply to the new name;
+/// - a file found nowhere in that directory is forgotten by
+///   [`forget_gone`] (`clean_removed`).
+///
+/// So no line appended to a closed file is lost to a rename between two
+/// scans, whichever name it gets in its directory.
+pub fn follow_moved(
     reg: &StreamRegistry,
     s: &StreamSettings,
     matched: &HashSet<FileId>,
+    busy: &HashSet<FileId>,
 ) -> Vec<(Found, Arc<Cursor>)> {
-    let mut out = Vec::new();
+    // Each directory is listed at most once per scan.
+    let mut by_dir: HashMap<PathBuf, Vec<(FileId, Arc<Cursor>)>> = HashMap::new();
     for (id, cursor) in reg.all() {
-        if matched.contains(&id) {
+        if matched.contains(&id) || busy.contains(&id) {
             continue;
         }
-        let (dir, resume, fp) = {
-            let c = cursor.lock();
-            let dir = Path::new(&c.path).parent().map(Path::to_path_buf);
-            (dir, c.resume, c.fingerprint)
-        };
-        let Some(dir) = dir else { continue };
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Some(f) = found(&entry.path(), false) else {
-                continue;
+        let dir = Path::new(&cursor.lock().path)
+            .parent()
+            .map(Path::to_path_buf);
+        if let Some(dir) = dir {
+            by_dir.entry(dir).or_default().push((id, cursor));
+        }
+    }
+    let mut out = Vec::new();
+    for (dir, known) in by_dir {
+        let mut listed: Option<HashMap<FileId, Found>> = None;
+        for (id, cursor) in known {
+            let recorded = cursor.lock().path.clone();
+            let f = match found(Path::new(&recorded), false) {
+                Some(f) if f.id == id => f,
+                _ => {
+                    let files = listed.get_or_insert_with(|| list(&dir));
+                    match files.get(&id) {
+                        Some(f) => f.clone(),
+                        None => continue, // gone: forget_gone decides
+                    }
+                }
             };
-            if f.id != id || f.size <= resume || !s.wants(&f.path) {
+            let (resume, fp) = {
+                let c = cursor.lock();
+                (c.resume, c.fingerprint)
+            };
+            let moved = f.path != recorded;
+            if !moved && f.size <= resume {
+                continue; // read to its end where it was left
+            }
+            if !s.wants(&f.path) {
                 continue;
             }
             let same = File::open(&f.path).and_then(|file| fp.matches(&file));
-            if same.unwrap_or(false) {
-                tracing::info!(path = %f.path, "reading the rest of a file rotated while the agent was not running");
+            if !same.unwrap_or(false) {
+                continue; // another file holds the inode now
+            }
+            if moved {
+                tracing::info!(stream = %s.id, from = %recorded, to = %f.path, "following a known file to its new name");
                 cursor.lock().path = f.path.clone();
                 cursor.touch();
-                out.push((f, Arc::clone(&cursor)));
-                break;
+            }
+            if f.size > resume {
+                tracing::info!(stream = %s.id, path = %f.path, offset = resume, size = f.size, "reading the rest of a known file no path matches any more");
+                out.push((f, cursor));
             }
         }
     }
     out
+}
+
+/// The regular files directly in `dir`, by identity (symlinks skipped).
+fn list(dir: &Path) -> HashMap<FileId, Found> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return HashMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| found(&e.path(), false))
+        .map(|f| (f.id, f))
+        .collect()
 }
 
 /// Forgets files that are no longer where they were last seen
@@ -254,13 +305,65 @@ mod tests {
         fs::rename(&path, dir.path().join("a.log.1")).unwrap();
         fs::write(&path, b"new\n").unwrap();
         let matched: HashSet<FileId> = scan(&s).iter().map(|f| f.id).collect();
-        let r = rotated(&reg, &s, &matched);
+        let r = follow_moved(&reg, &s, &matched, &HashSet::new());
         assert_eq!(r.len(), 1);
         assert!(r[0].0.path.ends_with("a.log.1"));
         assert_eq!(r[0].1.lock().resume, 4);
 
         fs::remove_file(dir.path().join("a.log.1")).unwrap();
         forget_gone(&reg, &HashSet::new());
+        assert!(reg.get(found.id).is_none());
+    }
+
+    #[test]
+    fn a_closed_file_renamed_out_of_the_globs_is_followed_and_read_when_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let s = settings(dir.path());
+        let reg = Registries::new(data.path()).open("s");
+        let path = dir.path().join("a.log");
+        let rotated = dir.path().join("a.log.1");
+        fs::write(&path, b"one\ntwo\n").unwrap();
+        let found = one(&s, "a.log");
+        let c = decide(&reg, &s, &found, SystemTime::now())
+            .unwrap()
+            .unwrap();
+        c.lock().resume = 8;
+        fs::rename(&path, &rotated).unwrap();
+        let none = HashSet::new();
+
+        // Read to its end: followed to its new name, nothing to read, kept.
+        assert!(follow_moved(&reg, &s, &none, &none).is_empty());
+        assert_eq!(c.lock().path, rotated.to_str().unwrap());
+        forget_gone(&reg, &none);
+        assert!(reg.get(found.id).is_some(), "still in its directory");
+
+        // A writer that still holds it appends: the rest is read.
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&rotated)
+            .unwrap()
+            .write_all(b"three\n")
+            .unwrap();
+        let busy: HashSet<FileId> = [found.id].into();
+        assert!(
+            follow_moved(&reg, &s, &none, &busy).is_empty(),
+            "a reader has it open"
+        );
+        let r = follow_moved(&reg, &s, &none, &none);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].0.path, rotated.to_str().unwrap());
+        assert_eq!(r[0].1.lock().resume, 8);
+
+        // Excluded by name: not read, and forgotten once it moves on.
+        let excluded = {
+            let mut e = settings(dir.path());
+            e.exclude = vec![regex::Regex::new(r"\.2$").unwrap()];
+            e
+        };
+        fs::rename(&rotated, dir.path().join("a.log.2")).unwrap();
+        assert!(follow_moved(&reg, &excluded, &none, &none).is_empty());
+        forget_gone(&reg, &none);
         assert!(reg.get(found.id).is_none());
     }
 }

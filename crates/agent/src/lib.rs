@@ -7,5 +7,6 @@ pub mod inputs;
 pub mod kubeconn;
 pub mod monitor;
 pub mod outputs;
+pub mod owner_only;
 pub mod runtime;
 pub mod tls;

@@ -119,12 +119,12 @@ pub fn decide(
 ///   what was appended;
 /// - a file renamed to a name no glob matches (`a.log` to `a.log.1`), or
 ///   rotated while the agent was not running, is looked for in the
-///   directory it was last seen in, by device + inode checked against its
-///   fingerprint. Found there, its cursor follows it to the new name, and
+///   directory it was last seen in (for a symlink, also in its target's),
+///   by device + inode checked against its fingerprint. Found there, its cursor follows it to the new name, and
 ///   the bytes past the cursor (lines appended before, or after, the
 ///   rename: a writer may still hold it open) are read to the end. The
 ///   include/exclude filters still apply to the new name;
-/// - a file found nowhere in that directory is forgotten by
+/// - a file found in neither directory is forgotten by
 ///   [`forget_gone`] (`clean_removed`).
 ///
 /// So no line appended to a closed file is lost to a rename between two
@@ -136,60 +136,70 @@ pub fn follow_moved(
     busy: &HashSet<FileId>,
 ) -> Vec<(Found, Arc<Cursor>)> {
     // Each directory is listed at most once per scan.
-    let mut by_dir: HashMap<PathBuf, Vec<(FileId, Arc<Cursor>)>> = HashMap::new();
+    let mut listings: HashMap<PathBuf, HashMap<FileId, Found>> = HashMap::new();
+    let mut out = Vec::new();
     for (id, cursor) in reg.all() {
         if matched.contains(&id) || busy.contains(&id) {
             continue;
         }
-        let dir = Path::new(&cursor.lock().path)
-            .parent()
-            .map(Path::to_path_buf);
-        if let Some(dir) = dir {
-            by_dir.entry(dir).or_default().push((id, cursor));
+        let recorded = cursor.lock().path.clone();
+        let f = match found(Path::new(&recorded), false) {
+            Some(f) if f.id == id => Some(f),
+            _ => dirs_of(&recorded, s.symlinks).into_iter().find_map(|dir| {
+                listings
+                    .entry(dir)
+                    .or_insert_with_key(|d| list(d))
+                    .get(&id)
+                    .cloned()
+            }),
+        };
+        let Some(f) = f else {
+            continue; // gone: forget_gone decides
+        };
+        let (resume, fp) = {
+            let c = cursor.lock();
+            (c.resume, c.fingerprint)
+        };
+        let moved = f.path != recorded;
+        if !moved && f.size <= resume {
+            continue; // read to its end where it was left
         }
-    }
-    let mut out = Vec::new();
-    for (dir, known) in by_dir {
-        let mut listed: Option<HashMap<FileId, Found>> = None;
-        for (id, cursor) in known {
-            let recorded = cursor.lock().path.clone();
-            let f = match found(Path::new(&recorded), false) {
-                Some(f) if f.id == id => f,
-                _ => {
-                    let files = listed.get_or_insert_with(|| list(&dir));
-                    match files.get(&id) {
-                        Some(f) => f.clone(),
-                        None => continue, // gone: forget_gone decides
-                    }
-                }
-            };
-            let (resume, fp) = {
-                let c = cursor.lock();
-                (c.resume, c.fingerprint)
-            };
-            let moved = f.path != recorded;
-            if !moved && f.size <= resume {
-                continue; // read to its end where it was left
-            }
-            if !s.wants(&f.path) {
-                continue;
-            }
-            let same = File::open(&f.path).and_then(|file| fp.matches(&file));
-            if !same.unwrap_or(false) {
-                continue; // another file holds the inode now
-            }
-            if moved {
-                tracing::info!(stream = %s.id, from = %recorded, to = %f.path, "following a known file to its new name");
-                cursor.lock().path = f.path.clone();
-                cursor.touch();
-            }
-            if f.size > resume {
-                tracing::info!(stream = %s.id, path = %f.path, offset = resume, size = f.size, "reading the rest of a known file no path matches any more");
-                out.push((f, cursor));
-            }
+        if !s.wants(&f.path) {
+            continue;
+        }
+        let same = File::open(&f.path).and_then(|file| fp.matches(&file));
+        if !same.unwrap_or(false) {
+            continue; // another file holds the inode now
+        }
+        if moved {
+            tracing::info!(stream = %s.id, from = %recorded, to = %f.path, "following a known file to its new name");
+            cursor.lock().path = f.path.clone();
+            cursor.touch();
+        }
+        if f.size > resume {
+            tracing::info!(stream = %s.id, path = %f.path, offset = resume, size = f.size, "reading the rest of a known file no path matches any more");
+            out.push((f, cursor));
         }
     }
     out
+}
+
+/// Where a known file that left `recorded` is looked for: that directory,
+/// and, for a symlink followed to it, its target's directory (kubelet
+/// renames `/var/log/pods/…/0.log` there, while the symlink under
+/// `/var/log/containers/` moves on to the new file).
+fn dirs_of(recorded: &str, symlinks: bool) -> Vec<PathBuf> {
+    let path = Path::new(recorded);
+    let mut dirs: Vec<PathBuf> = path.parent().map(Path::to_path_buf).into_iter().collect();
+    if symlinks
+        && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && let Ok(target) = fs::canonicalize(path)
+        && let Some(dir) = target.parent()
+        && !dirs.iter().any(|d| d == dir)
+    {
+        dirs.push(dir.to_path_buf());
+    }
+    dirs
 }
 
 /// The regular files directly in `dir`, by identity (symlinks skipped).
@@ -227,8 +237,11 @@ mod tests {
     use super::*;
 
     fn settings(dir: &Path) -> StreamSettings {
-        let yaml = format!(r#"{{"paths": ["{}/*.log"]}}"#, dir.display());
-        let json: serde_json::Value = serde_json::from_str(&yaml).unwrap();
+        settings_from(&format!(r#"{{"paths": ["{}/*.log"]}}"#, dir.display()))
+    }
+
+    fn settings_from(yaml: &str) -> StreamSettings {
+        let json: serde_json::Value = serde_json::from_str(yaml).unwrap();
         let leasehold_policy::Value::Map(m) = leasehold_policy::Value::from_json(&json) else {
             panic!()
         };
@@ -365,5 +378,44 @@ mod tests {
         assert!(follow_moved(&reg, &excluded, &none, &none).is_empty());
         forget_gone(&reg, &none);
         assert!(reg.get(found.id).is_none());
+    }
+
+    #[test]
+    fn a_file_rotated_behind_a_symlink_is_followed_in_the_targets_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let (links, pods) = (root.path().join("containers"), root.path().join("pods"));
+        fs::create_dir_all(&links).unwrap();
+        fs::create_dir_all(&pods).unwrap();
+        let s = settings_from(&format!(
+            r#"{{"paths": ["{}/*.log"], "prospector.scanner.symlinks": true}}"#,
+            links.display()
+        ));
+        let reg = Registries::new(data.path()).open("s");
+        let log = pods.join("0.log");
+        fs::write(&log, b"one\n").unwrap();
+        std::os::unix::fs::symlink(&log, links.join("c.log")).unwrap();
+        let found = one(&s, "c.log");
+        let c = decide(&reg, &s, &found, SystemTime::now())
+            .unwrap()
+            .unwrap();
+        c.lock().resume = 4;
+        // kubelet: 0.log renamed, a new 0.log the symlink now names; the
+        // runtime wrote one more line to the old file before reopening.
+        let rotated = pods.join("0.log.20261203-101500");
+        fs::rename(&log, &rotated).unwrap();
+        fs::write(&log, b"new\n").unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&rotated)
+            .unwrap()
+            .write_all(b"two\n")
+            .unwrap();
+        let matched: HashSet<FileId> = scan(&s).iter().map(|f| f.id).collect();
+        assert!(!matched.contains(&found.id));
+        let r = follow_moved(&reg, &s, &matched, &HashSet::new());
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].0.path, rotated.to_str().unwrap());
+        assert_eq!(r[0].1.lock().resume, 4);
     }
 }

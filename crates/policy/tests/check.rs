@@ -301,6 +301,17 @@ fn lease_timings_from_variables_are_judged_only_with_their_values() {
     let d = diags_with(src, Some(&env(&[("OTHER", "1")])));
     assert!(has(&d, Warning, 3, "cannot be judged"), "{d:?}");
     assert!(!d.iter().any(|x| x.0 == Error), "{d:?}");
+    // A value that is not whole seconds is not replaced by the default to
+    // judge the others against: only their own bounds are checked.
+    let d = diags(
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 15s\n    leader_renewdeadline: 20\n    leader_retryperiod: 0\n",
+    );
+    assert!(has(&d, Error, 3, "must be whole seconds"), "{d:?}");
+    assert!(
+        has(&d, Error, 5, "`leader_retryperiod` must be positive"),
+        "{d:?}"
+    );
+    assert_eq!(d.len(), 2, "no rule error against a default: {d:?}");
     // Digits in a string are whole seconds, and judged.
     let d = diags("providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: \"10\"\n");
     assert!(has(&d, Error, 3, "duration > renew deadline"), "{d:?}");

@@ -317,15 +317,18 @@ fn check_settings(
                 if let Some(text) = resolve(s) {
                     match parse_timing_secs(&text).and_then(|v| i64::try_from(v).ok()) {
                         Some(v) => timings[t] = Some((Some(v), value.pos)),
-                        None => report.push(
-                            Severity::Error,
-                            value.pos,
-                            format!(
-                                "`{}` must be whole seconds, found {text:?} (from {s:?})",
-                                key.name
-                            ),
-                            Some(TIMING_HINT.into()),
-                        ),
+                        None => {
+                            timings[t] = Some((None, value.pos));
+                            report.push(
+                                Severity::Error,
+                                value.pos,
+                                format!(
+                                    "`{}` must be whole seconds, found {text:?} (from {s:?})",
+                                    key.name
+                                ),
+                                Some(TIMING_HINT.into()),
+                            );
+                        }
                     }
                     continue;
                 }
@@ -345,16 +348,22 @@ fn check_settings(
         if let (Some(t), NodeKind::Str { value: s, .. }) = (timing, &value.kind) {
             match parse_timing_secs(s).and_then(|v| i64::try_from(v).ok()) {
                 Some(v) => timings[t] = Some((Some(v), value.pos)),
-                None => report.push(
-                    Severity::Error,
-                    value.pos,
-                    format!("`{}` must be whole seconds, found {s:?}", key.name),
-                    Some(TIMING_HINT.into()),
-                ),
+                None => {
+                    timings[t] = Some((None, value.pos));
+                    report.push(
+                        Severity::Error,
+                        value.pos,
+                        format!("`{}` must be whole seconds, found {s:?}", key.name),
+                        Some(TIMING_HINT.into()),
+                    );
+                }
             }
             continue;
         }
         if value.type_name() != want {
+            if let Some(t) = timing {
+                timings[t] = Some((None, value.pos));
+            }
             let hint = timing.map(|_| TIMING_HINT.to_string());
             report.push(
                 Severity::Error,
@@ -405,19 +414,24 @@ fn check_settings(
 }
 
 /// Applies [`check_lease_timings`] to the values written (or defaulted),
-/// reporting at the value that breaks it.
-/// Nothing is said when a variable gives a timing (warned about where it
-/// is written).
+/// reporting at the value that breaks it. When a timing is not known here
+/// (a variable, or a value already reported as not whole seconds), only
+/// the others' own bounds are checked: the relations need all three.
 fn check_timings(timings: [(Option<i64>, Option<Pos>); 3], provider_pos: Pos, report: &mut Report) {
+    let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
+    let ms = |secs: i64| u64::try_from(secs).map_or(0, |s| s.saturating_mul(1000));
     let [(Some(d), _), (Some(r), _), (Some(p), _)] = timings else {
+        for (i, (v, _)) in timings.iter().enumerate() {
+            if let Some(v) = *v {
+                bounds(i, v, ms(v), at(i), report);
+            }
+        }
         return;
     };
-    let value = [d, r, p];
-    let ms = |secs: i64| u64::try_from(secs).map_or(0, |s| s.saturating_mul(1000));
     let Err(e) = check_lease_timings(ms(d), ms(r), ms(p)) else {
         return;
     };
-    let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
+    let value = [d, r, p];
     let last_written = timings
         .iter()
         .filter_map(|(_, pos)| *pos)
@@ -429,28 +443,9 @@ fn check_timings(timings: [(Option<i64>, Option<Pos>); 3], provider_pos: Pos, re
         _ => 2,
     };
     match e {
-        LeaseTimingError::NotPositive { name } => {
+        LeaseTimingError::NotPositive { name } | LeaseTimingError::TooLong { name } => {
             let i = index(name);
-            report.push(
-                Severity::Error,
-                at(i),
-                format!("`{}` must be positive, found {}", TIMING_KEYS[i], value[i]),
-                None,
-            );
-        }
-        LeaseTimingError::TooLong { name } => {
-            let i = index(name);
-            report.push(
-                Severity::Error,
-                at(i),
-                format!(
-                    "`{}` must be at most {} seconds (one day), found {}",
-                    TIMING_KEYS[i],
-                    MAX_LEASE_TIMING_MS / 1000,
-                    value[i]
-                ),
-                None,
-            );
+            bounds(i, value[i], ms(value[i]), at(i), report);
         }
         LeaseTimingError::DurationNotAboveDeadline | LeaseTimingError::DeadlineNotAboveRetry => {
             report.push(
@@ -463,6 +458,30 @@ fn check_timings(timings: [(Option<i64>, Option<Pos>); 3], provider_pos: Pos, re
                 Some("the defaults are 15 / 10 / 2 seconds".into()),
             );
         }
+    }
+}
+
+/// Reports timing `i` (`secs`, `ms` in milliseconds) when it is not
+/// positive or longer than a day.
+fn bounds(i: usize, secs: i64, ms: u64, at: Pos, report: &mut Report) {
+    if ms == 0 {
+        report.push(
+            Severity::Error,
+            at,
+            format!("`{}` must be positive, found {secs}", TIMING_KEYS[i]),
+            None,
+        );
+    } else if ms > MAX_LEASE_TIMING_MS {
+        report.push(
+            Severity::Error,
+            at,
+            format!(
+                "`{}` must be at most {} seconds (one day), found {secs}",
+                TIMING_KEYS[i],
+                MAX_LEASE_TIMING_MS / 1000
+            ),
+            None,
+        );
     }
 }
 

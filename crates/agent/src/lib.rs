@@ -7,6 +7,7 @@ pub mod inputs;
 pub mod kubeconn;
 pub mod monitor;
 pub mod outputs;
+pub mod owner_only;
 pub mod redact;
 pub mod runtime;
 pub mod tls;

@@ -292,3 +292,40 @@ fn an_empty_variable_reference_fails_inspect_and_check_with_its_location() {
     assert!(err.contains("unknown input type `t`"), "{err}");
     assert!(err.contains("2 error(s)"), "{err}");
 }
+
+#[test]
+fn check_warns_that_it_cannot_judge_a_lease_timing_from_a_variable_and_judges_it_with_vars() {
+    let p = TempFile::new(
+        "timings.yml",
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: ${env.LEASE}\n    leader_renewdeadline: 20\noutputs:\n  default: {type: console}\ninputs:\n  - id: a\n    type: exec\n    command: [echo, hi]\n    condition: ${kubernetes_leaderelection.leader} == true\n",
+    );
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(":3:27: warning: `leader_leaseduration` is \"${env.LEASE}\": whether it is whole seconds"),
+        "{}",
+        stderr(&o)
+    );
+    for (value, error) in [
+        (
+            "15s",
+            "`leader_leaseduration` must be whole seconds, found \"15s\"",
+        ),
+        (
+            "20",
+            "leader_leaseduration 20, leader_renewdeadline 20, leader_retryperiod 2",
+        ),
+    ] {
+        let vars = TempFile::new(
+            "vars.json",
+            &format!(r#"{{"env": {{"LEASE": "{value}"}}}}"#),
+        );
+        let o = leasehold(&["check", "-c", p.path(), "--vars", vars.path()]);
+        assert_eq!(o.status.code(), Some(2), "{value}: {}", stderr(&o));
+        assert!(stderr(&o).contains(error), "{value}: {}", stderr(&o));
+    }
+    let vars = TempFile::new("vars.json", r#"{"env": {"LEASE": "30"}}"#);
+    let o = leasehold(&["check", "-c", p.path(), "--vars", vars.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

@@ -686,3 +686,98 @@ fn a_file_truncated_and_written_past_its_old_end_while_idle_is_read_from_its_sta
     );
     Ok(())
 }
+
+/// `leasehold_filestream_files_open{stream}` from `/metrics`.
+fn files_open(a: &AgentProc, stream: &str) -> Result<Option<f64>> {
+    let (_, metrics) = a.get("/metrics")?;
+    let name = format!("leasehold_filestream_files_open{{stream=\"{stream}\"}} ");
+    Ok(metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&name))
+        .and_then(|v| v.trim().parse().ok()))
+}
+
+/// Waits until stream `stream` has no file open.
+fn wait_all_closed(a: &AgentProc, stream: &str, within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    while files_open(a, stream)? != Some(0.0) {
+        if Instant::now() > deadline {
+            bail!("{stream}: files still open after {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Numbered lines `from..to` of `source`, appended to `path`.
+fn append_lines(path: &Path, source: &str, from: u64, to: u64) -> Result<()> {
+    let mut f = Source::open(path)?;
+    for i in from..to {
+        writeln!(f, "{source} {i:08} {}", "w".repeat(40))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn lines_appended_to_a_closed_file_renamed_before_the_next_scan_arrive_once() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    let out = d.join("out");
+    // `outside`: renamed to a name its glob does not match; `inside`:
+    // renamed to a name its glob still matches.
+    for sub in ["outside", "inside"] {
+        fs::create_dir_all(d.join(sub))?;
+    }
+    let a_log = d.join("outside/a.log");
+    let b_log = d.join("inside/b.log");
+    append_lines(&a_log, "a", 0, 10)?;
+    append_lines(&b_log, "b", 0, 10)?;
+    // Readers close 0.5 s after their last line; the next scan comes 6 s
+    // after the first, long after the append and rename below.
+    let stream = |id: &str, paths: String| {
+        format!(
+            "  - id: {id}\n    type: filestream\n    paths: [{paths}]\n    prospector.scanner.check_interval: 6s\n    close.on_state_change.inactive: 500ms\n    backoff.init: 100ms\n    backoff.max: 200ms\n"
+        )
+    };
+    let policy = d.join("policy.yml");
+    fs::write(
+        &policy,
+        format!(
+            "agent:\n  shutdown_timeout: 10s\noutputs:\n  default: {{type: file, path: {out}, filename: logs}}\ninputs:\n{}{}",
+            stream("outside", format!("{}/*.log", d.join("outside").display())),
+            stream("inside", format!("{}/b.log*", d.join("inside").display())),
+            out = out.display(),
+        ),
+    )?;
+    let mut a = start(d, &policy)?;
+    let within = Duration::from_secs(30);
+    wait_shipped(&out, "a", 10, within)?;
+    wait_shipped(&out, "b", 10, within)?;
+    // Both files were read to their end: their readers close as inactive.
+    wait_all_closed(&a, "outside", within)?;
+    wait_all_closed(&a, "inside", within)?;
+
+    // Before the next scan: appended to, renamed, and a new file created
+    // under the old name (logrotate's `create`).
+    append_lines(&a_log, "a", 10, 20)?;
+    fs::rename(&a_log, d.join("outside/a.log.1"))?;
+    append_lines(&a_log, "c", 0, 5)?;
+    append_lines(&b_log, "b", 10, 20)?;
+    fs::rename(&b_log, d.join("inside/b.log.1"))?;
+    append_lines(&b_log, "e", 0, 5)?;
+
+    for (source, n) in [("a", 20), ("c", 5), ("b", 20), ("e", 5)] {
+        wait_shipped(&out, source, n, within)?;
+    }
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+
+    let mut count: BTreeMap<(String, u64), usize> = BTreeMap::new();
+    for s in shipped(&out)? {
+        *count.entry((s.source, s.seq)).or_default() += 1;
+    }
+    let repeated: Vec<_> = count.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(repeated.is_empty(), "lines repeated: {repeated:?}");
+    assert_eq!(count.len(), 50, "every line once: {count:?}");
+    Ok(())
+}

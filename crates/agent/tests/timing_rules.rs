@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use leasehold_election::{TimingError, Timings};
-use leasehold_policy::providers::{LeaseTimingError, MAX_LEASE_TIMING_MS, check_lease_timings};
+use leasehold_policy::providers::{
+    LeaseTimingError, LeaseTimings, MAX_LEASE_TIMING_MS, check_lease_timings,
+};
 
 fn kind_of_election(e: &TimingError) -> String {
     match e {
@@ -73,4 +75,26 @@ fn both_copies_of_the_timing_rule_agree() {
         }
     }
     assert_eq!(checked, values.len().pow(3));
+}
+
+/// What an `ElectionSpec` can hold (`LeaseTimings`, whole seconds) the
+/// election always accepts: the agent converts one into the other without
+/// a fallback.
+#[test]
+fn every_lease_timings_value_is_accepted_by_the_election() {
+    let values = [0, 1, 2, 3, 9, 10, 11, 12, 13, 15, 86_399, 86_400, 86_401];
+    for d in values {
+        for r in values {
+            for p in values {
+                let election = Timings::new(
+                    Duration::from_secs(d),
+                    Duration::from_secs(r),
+                    Duration::from_secs(p),
+                )
+                .is_ok();
+                let spec = LeaseTimings::from_secs(d, r, p).is_ok();
+                assert_eq!(election, spec, "{d} s / {r} s / {p} s");
+            }
+        }
+    }
 }

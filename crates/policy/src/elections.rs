@@ -11,9 +11,11 @@
 //! An election runs only when some input refers to its variables.
 
 use crate::cond::Condition;
-use crate::error::PolicyError;
+use crate::error::{PolicyError, Pos};
 use crate::model::{Node, NodeKind, Policy};
-use crate::providers::DEFAULT_LEASE_TIMINGS_S;
+use crate::providers::{
+    DEFAULT_LEASE_TIMINGS_S, LeaseTimings, TIMING_HINT, describe_timings, parse_timing_secs,
+};
 use crate::subst::{self, Resolved};
 use crate::value::Value;
 use crate::vars::Vars;
@@ -41,8 +43,9 @@ pub struct ElectionSpec {
     pub identity: Option<String>,
     /// Kubeconfig path; `None` means in-cluster or the agent's default.
     pub kube_config: Option<String>,
-    /// Lease duration, renew deadline, retry period, in seconds.
-    pub timings_s: [u64; 3],
+    /// Lease duration, renew deadline, retry period, in seconds; valid by
+    /// construction.
+    pub timings_s: LeaseTimings,
     /// Release the Lease at shutdown so a successor need not wait.
     pub release_on_shutdown: bool,
     /// Failures in a row of a gated input on the leader before handing over.
@@ -81,7 +84,7 @@ impl ElectionSpec {
 pub fn elections(policy: &Policy, vars: &Vars) -> Result<Vec<ElectionSpec>, PolicyError> {
     let empty = Node {
         kind: NodeKind::Map(Vec::new()),
-        pos: crate::error::Pos::new(1, 1),
+        pos: Pos::new(1, 1),
     };
     let node = match policy.providers().iter().find(|(k, _)| k.name == PROVIDER) {
         Some((_, n))
@@ -125,22 +128,13 @@ fn read_spec(
     layers: &[&Node],
 ) -> Result<ElectionSpec, PolicyError> {
     let find = |key: &str| layers.iter().rev().find_map(|l| l.get(key));
-    let text = |key: &str| -> Result<Option<String>, PolicyError> {
-        let Some(n) = find(key) else { return Ok(None) };
-        let Some(s) = n.as_str() else {
-            return Err(PolicyError::new(
-                &policy.file,
-                n.pos,
-                format!("`{key}` must be a string"),
-            ));
-        };
+    // A string setting with its variables substituted.
+    let substituted = |key: &str, n: &Node, s: &str| -> Result<Value, PolicyError> {
         let resolved = subst::substitute(s, vars, &policy.default_provider()).map_err(|e| {
             PolicyError::new(&policy.file, n.pos, format!("`{key}`: {}", e.message))
         })?;
         match resolved {
-            Resolved::Value(Value::Str(s)) if !s.is_empty() => Ok(Some(s)),
-            Resolved::Value(Value::Str(_)) => Ok(None),
-            Resolved::Value(v) => Ok(Some(v.to_subst_text())),
+            Resolved::Value(v) => Ok(v),
             Resolved::NoMatch(r) | Resolved::Optional(r) => Err(PolicyError::new(
                 &policy.file,
                 n.pos,
@@ -150,6 +144,54 @@ fn read_spec(
                 "set the environment variable, or give the setting a default: ${env.X:'value'}",
             )),
         }
+    };
+    let text = |key: &str| -> Result<Option<String>, PolicyError> {
+        let Some(n) = find(key) else { return Ok(None) };
+        let Some(s) = n.as_str() else {
+            return Err(PolicyError::new(
+                &policy.file,
+                n.pos,
+                format!("`{key}` must be a string"),
+            ));
+        };
+        match substituted(key, n, s)? {
+            Value::Str(s) if !s.is_empty() => Ok(Some(s)),
+            Value::Str(_) => Ok(None),
+            v => Ok(Some(v.to_subst_text())),
+        }
+    };
+    // A lease timing in whole seconds (an integer, or digits in a string,
+    // also after substitution) and where it is written; the default when
+    // it is not.
+    let timing = |key: &str, default: i64| -> Result<(u64, Option<Pos>), PolicyError> {
+        let Some(n) = find(key) else {
+            return Ok((u64::try_from(default).unwrap_or(0), None));
+        };
+        let bad = |found: String| {
+            PolicyError::new(
+                &policy.file,
+                n.pos,
+                format!("`{key}` must be whole seconds, found {found}"),
+            )
+            .with_hint(TIMING_HINT)
+        };
+        let secs = match &n.kind {
+            NodeKind::Int(i) => u64::try_from(*i).map_err(|_| bad(i.to_string()))?,
+            NodeKind::Str { value: s, .. } => {
+                let (text, shown) = match substituted(key, n, s)? {
+                    Value::Int(i) => (i.to_string(), format!("{i} (from {s:?})")),
+                    Value::Str(t) if t == *s => (t, format!("{s:?}")),
+                    v => {
+                        let t = v.to_subst_text();
+                        let shown = format!("{t:?} (from {s:?})");
+                        (t, shown)
+                    }
+                };
+                parse_timing_secs(&text).ok_or_else(|| bad(shown))?
+            }
+            _ => return Err(bad(n.type_name().to_string())),
+        };
+        Ok((secs, Some(n.pos)))
     };
     let int = |key: &str, default: i64| -> i64 {
         match find(key).map(|n| &n.kind) {
@@ -171,18 +213,34 @@ fn read_spec(
         }
     };
     let [d, r, p] = DEFAULT_LEASE_TIMINGS_S;
-    let secs = |v: i64| u64::try_from(v).unwrap_or(0);
+    let (d, d_at) = timing("leader_leaseduration", d)?;
+    let (r, r_at) = timing("leader_renewdeadline", r)?;
+    let (p, p_at) = timing("leader_retryperiod", p)?;
+    let timings = LeaseTimings::from_secs(d, r, p).map_err(|e| {
+        let at = [d_at, r_at, p_at]
+            .into_iter()
+            .flatten()
+            .max()
+            .or_else(|| layers.last().map(|l| l.pos))
+            .unwrap_or(Pos::new(1, 1));
+        let whose = name.map_or(String::new(), |n| format!("election `{n}`: "));
+        PolicyError::new(
+            &policy.file,
+            at,
+            format!(
+                "{whose}lease timings must satisfy duration > renew deadline > 1.2 × retry period, each positive and at most one day ({e}); got {}",
+                describe_timings([d, r, p])
+            ),
+        )
+        .with_hint("the defaults are 15 / 10 / 2 seconds")
+    })?;
     Ok(ElectionSpec {
         name: name.map(str::to_string),
         lease,
         namespace: text("namespace")?,
         identity: text("identity")?,
         kube_config: text("kube_config")?,
-        timings_s: [
-            secs(int("leader_leaseduration", d)),
-            secs(int("leader_renewdeadline", r)),
-            secs(int("leader_retryperiod", p)),
-        ],
+        timings_s: timings,
         release_on_shutdown: !matches!(
             find("release_on_shutdown").map(|n| &n.kind),
             Some(NodeKind::Bool(false))
@@ -261,7 +319,7 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].name, None);
         assert_eq!(e[0].lease, "ksm");
-        assert_eq!(e[0].timings_s, [20, 10, 2]);
+        assert_eq!(e[0].timings_s.secs(), [20, 10, 2]);
         assert!(e[0].release_on_shutdown);
         assert_eq!(e[0].var_prefix(), "kubernetes_leaderelection");
     }
@@ -273,7 +331,7 @@ mod tests {
         let e = elections(&p, &Vars::new()).unwrap();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].lease, DEFAULT_LEASE);
-        assert_eq!(e[0].timings_s, [15, 10, 2]);
+        assert_eq!(e[0].timings_s, LeaseTimings::default());
         let p = policy(
             "providers:\n  kubernetes_leaderelection:\n    enabled: false\ninputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.leader}\n",
         );
@@ -297,10 +355,10 @@ mod tests {
         let e = elections(&p, &vars).unwrap();
         assert_eq!(e.len(), 2, "{e:?}");
         assert_eq!(e[0].lease, "lh-state-metrics");
-        assert_eq!(e[0].timings_s, [30, 20, 2]);
+        assert_eq!(e[0].timings_s.secs(), [30, 20, 2]);
         assert_eq!(e[0].identity.as_deref(), Some("pod-1"));
         assert_eq!(e[1].lease, "ev-lease");
-        assert_eq!(e[1].timings_s, [30, 20, 4]);
+        assert_eq!(e[1].timings_s.secs(), [30, 20, 4]);
         assert!(e[1].owns_var("kubernetes_leaderelection.events.leader"));
         assert!(!e[1].owns_var("kubernetes_leaderelection.leader"));
         assert!(!e[0].owns_var("kubernetes_leaderelection.events.leader"));
@@ -314,5 +372,125 @@ mod tests {
         let e = elections(&p, &Vars::new()).unwrap_err();
         assert!(e.to_string().contains("`identity`"), "{e}");
         assert_eq!(e.pos.line, 3);
+    }
+
+    fn with_env(pairs: &[(&str, &str)]) -> Vars {
+        let mut vars = Vars::new();
+        vars.set_provider(
+            "env",
+            Value::Map(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Value::Str(v.to_string())))
+                    .collect(),
+            ),
+        );
+        vars
+    }
+
+    fn timings_policy(d: &str, r: &str, p: &str) -> Policy {
+        policy(&format!(
+            "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: {d}\n    leader_renewdeadline: {r}\n    leader_retryperiod: {p}\ninputs:\n  - type: exec\n    condition: ${{kubernetes_leaderelection.leader}}\n"
+        ))
+    }
+
+    #[test]
+    fn timings_from_variables_are_substituted_and_read_as_whole_seconds() {
+        let p = timings_policy("${env.LEASE}", "\"${env.RENEW}\"", "\"3\"");
+        let vars = with_env(&[("LEASE", "30"), ("RENEW", " 20 ")]);
+        let e = elections(&p, &vars).unwrap();
+        assert_eq!(e[0].timings_s.secs(), [30, 20, 3]);
+        // A default in the variable applies when it is not set.
+        let p = timings_policy("${env.LEASE:'25'}", "10", "2");
+        let e = elections(&p, &Vars::new()).unwrap();
+        assert_eq!(e[0].timings_s.secs(), [25, 10, 2]);
+    }
+
+    #[test]
+    fn a_timing_that_is_not_whole_seconds_after_substitution_is_named() {
+        for (value, shown) in [
+            ("15s", "\"15s\" (from \"${env.LEASE}\")"),
+            ("1.5", "\"1.5\" (from \"${env.LEASE}\")"),
+            ("-3", "\"-3\" (from \"${env.LEASE}\")"),
+            ("", "\"\" (from \"${env.LEASE}\")"),
+        ] {
+            let p = timings_policy("${env.LEASE}", "10", "2");
+            let e = elections(&p, &with_env(&[("LEASE", value)])).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!(
+                    "`leader_leaseduration` must be whole seconds, found {shown}"
+                )),
+                "{text}"
+            );
+            assert!(text.contains("15s` is not accepted"), "the hint: {text}");
+            assert_eq!(e.pos.line, 3);
+        }
+        let p = timings_policy("${env.NOPE}", "10", "2");
+        let e = elections(&p, &Vars::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("`leader_leaseduration`: variable"),
+            "{e}"
+        );
+        let p = timings_policy("-5", "10", "2");
+        let e = elections(&p, &Vars::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("must be whole seconds, found -5"),
+            "{e}"
+        );
+        let p = timings_policy("[15]", "10", "2");
+        let e = elections(&p, &Vars::new()).unwrap_err();
+        assert!(e.to_string().contains("found list"), "{e}");
+    }
+
+    #[test]
+    fn timings_that_break_the_rule_are_refused_never_defaulted() {
+        let cases = [
+            (
+                ("${env.LEASE}", "10", "2"),
+                "10",
+                "duration must be greater than renew deadline",
+            ),
+            (
+                ("15", "${env.RENEW}", "2"),
+                "2",
+                "renew deadline must be greater than 1.2",
+            ),
+            (
+                ("${env.LEASE}", "10", "2"),
+                "0",
+                "lease duration must be positive",
+            ),
+            (("${env.LEASE}", "10", "2"), "90000", "at most one day"),
+        ];
+        for ((d, r, p), value, why) in cases {
+            let pol = timings_policy(d, r, p);
+            let vars = with_env(&[("LEASE", value), ("RENEW", value)]);
+            let e = elections(&pol, &vars).unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains("duration > renew deadline > 1.2 × retry period"),
+                "{text}"
+            );
+            assert!(text.contains(why), "{text}");
+            let lease = if d.contains('$') { value } else { d };
+            let renew = if r.contains('$') { value } else { r };
+            assert!(
+                text.contains(&format!(
+                    "leader_leaseduration {lease}, leader_renewdeadline {renew}, leader_retryperiod {p}"
+                )),
+                "{text}"
+            );
+        }
+        // A named election says which.
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    elections:\n      ksm:\n        leader_renewdeadline: 20\ninputs:\n  - type: exec\n    condition: ${kubernetes_leaderelection.ksm.leader}\n",
+        );
+        let e = elections(&p, &Vars::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("election `ksm`: lease timings"),
+            "{e}"
+        );
+        assert_eq!(e.pos.line, 5);
     }
 }

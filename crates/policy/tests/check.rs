@@ -133,7 +133,7 @@ inputs:
     );
     let expect = [
         (Error, 4, "not a valid Kubernetes object name"),
-        (Error, 5, "must be a int"),
+        (Error, 5, "must be whole seconds, found \"15s\""),
         (Error, 6, "must be positive"),
         (Error, 7, "not a valid namespace"),
         (Error, 8, "must not be empty"),
@@ -240,4 +240,79 @@ inputs:
         "providers:\n  kubernetes_leaderelection:\n    elections:\n      a: {}\n      b: {leader_lease: x}\ninputs:\n  - type: t\n    condition: ${kubernetes_leaderelection.a.leader} == true\n",
     );
     assert!(ok.is_empty(), "{ok:?}");
+}
+
+fn diags_with(src: &str, sample: Option<&Vars>) -> Vec<(Severity, usize, usize, String)> {
+    let p = Policy::parse(src, "c.yaml").unwrap();
+    check(&p, sample)
+        .into_iter()
+        .map(|d| (d.severity, d.pos.line, d.pos.column, d.message))
+        .collect()
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vars {
+    let mut vars = Vars::new();
+    vars.set_provider(
+        "env",
+        leasehold_policy::Value::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), leasehold_policy::Value::Str(v.to_string())))
+                .collect(),
+        ),
+    );
+    vars
+}
+
+#[test]
+fn lease_timings_from_variables_are_judged_only_with_their_values() {
+    use Severity::*;
+    // The renew deadline breaks the rule against the default duration (15),
+    // but the duration comes from a variable: a warning that check cannot
+    // judge, not an error.
+    let src = "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: ${env.LEASE}\n    leader_renewdeadline: 20\n    leader_retryperiod: \"4\"\n";
+    let d = diags(src);
+    assert!(has(&d, Warning, 3, "cannot be judged"), "{d:?}");
+    assert!(!d.iter().any(|x| x.0 == Error), "{d:?}");
+    // With the value, as the agent will read it.
+    assert!(diags_with(src, Some(&env(&[("LEASE", "30")]))).is_empty());
+    let d = diags_with(src, Some(&env(&[("LEASE", "20")])));
+    assert!(has(&d, Error, 5, "duration > renew deadline"), "{d:?}");
+    assert!(
+        has(
+            &d,
+            Error,
+            5,
+            "leader_leaseduration 20, leader_renewdeadline 20"
+        ),
+        "{d:?}"
+    );
+    let d = diags_with(src, Some(&env(&[("LEASE", "30s")])));
+    assert!(
+        has(
+            &d,
+            Error,
+            3,
+            "must be whole seconds, found \"30s\" (from \"${env.LEASE}\")"
+        ),
+        "{d:?}"
+    );
+    // Sample variables without it: still only a warning.
+    let d = diags_with(src, Some(&env(&[("OTHER", "1")])));
+    assert!(has(&d, Warning, 3, "cannot be judged"), "{d:?}");
+    assert!(!d.iter().any(|x| x.0 == Error), "{d:?}");
+    // A value that is not whole seconds is not replaced by the default to
+    // judge the others against: only their own bounds are checked.
+    let d = diags(
+        "providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: 15s\n    leader_renewdeadline: 20\n    leader_retryperiod: 0\n",
+    );
+    assert!(has(&d, Error, 3, "must be whole seconds"), "{d:?}");
+    assert!(
+        has(&d, Error, 5, "`leader_retryperiod` must be positive"),
+        "{d:?}"
+    );
+    assert_eq!(d.len(), 2, "no rule error against a default: {d:?}");
+    // Digits in a string are whole seconds, and judged.
+    let d = diags("providers:\n  kubernetes_leaderelection:\n    leader_leaseduration: \"10\"\n");
+    assert!(has(&d, Error, 3, "duration > renew deadline"), "{d:?}");
 }

@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::owner_only;
+
 /// A segment is closed and a new one started past this size.
 const SEGMENT_BYTES: u64 = if cfg!(test) {
     64 * 1024
@@ -82,7 +84,7 @@ impl DiskQueue {
     /// run after the acknowledged position are read again first; a line
     /// torn by a crash mid-write is cut off.
     pub fn open(dir: &Path, max_size: u64) -> io::Result<DiskQueue> {
-        fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+        owner_only::create_dir_all(dir).map_err(|e| named(dir, e))?;
         let segments = list_segments(dir)?;
         let acked = read_ack(dir)?.unwrap_or(Pos {
             segment: segments.first().copied().unwrap_or(1),
@@ -118,11 +120,7 @@ impl DiskQueue {
             .map_or(acked.segment, |&s| s + 1)
             .max(acked.segment);
         let path = segment_path(dir, writing);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| named(&path, e))?;
+        let file = owner_only::open_append(&path).map_err(|e| named(&path, e))?;
         let size = file.metadata().map_err(|e| named(&path, e))?.len();
         Ok(DiskQueue {
             dir: dir.to_path_buf(),
@@ -190,11 +188,7 @@ impl DiskQueue {
             s.file.sync_data().ok();
             let next = s.writing + 1;
             let path = segment_path(&self.dir, next);
-            s.file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| named(&path, e))?;
+            s.file = owner_only::open_append(&path).map_err(|e| named(&path, e))?;
             s.writing = next;
             s.size = 0;
         }
@@ -416,7 +410,8 @@ fn read_ack(dir: &Path) -> io::Result<Option<Pos>> {
 fn write_ack(dir: &Path, pos: Pos) -> io::Result<()> {
     let path = dir.join(ACK_FILE);
     let tmp = dir.join("ack.tmp");
-    fs::write(&tmp, format!("{} {}\n", pos.segment, pos.offset)).map_err(|e| named(&tmp, e))?;
+    owner_only::write(&tmp, format!("{} {}\n", pos.segment, pos.offset).as_bytes())
+        .map_err(|e| named(&tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| named(&path, e))
 }
 
@@ -527,5 +522,27 @@ mod tests {
             "only the one being written"
         );
         assert_eq!(q.depth(), 0);
+    }
+
+    #[tokio::test]
+    async fn segments_ack_and_a_new_directory_are_private_to_the_agent() {
+        use crate::owner_only::mode_of;
+        let dir = tempfile::tempdir().unwrap();
+        let qdir = dir.path().join("queue/default");
+        let q = DiskQueue::open(&qdir, DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(mode_of(&dir.path().join("queue")), 0o700);
+        assert_eq!(mode_of(&qdir), 0o700);
+        // A temporary file left with wider modes does not widen `ack`.
+        fs::write(qdir.join("ack.tmp"), b"").unwrap();
+        q.append(&line(1)).await.unwrap();
+        q.next_lines(1).await.unwrap().unwrap();
+        q.ack(1).unwrap();
+        assert_eq!(mode_of(&segment_path(&qdir, 1)), 0o600);
+        assert_eq!(mode_of(&qdir.join(ACK_FILE)), 0o600);
+        // A segment started when the current one is full.
+        let big = vec![b'x'; SEGMENT_BYTES as usize];
+        q.append(&big).await.unwrap();
+        q.append(&line(2)).await.unwrap();
+        assert_eq!(mode_of(&segment_path(&qdir, 2)), 0o600);
     }
 }

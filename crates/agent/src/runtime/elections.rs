@@ -124,15 +124,24 @@ impl Election {
     }
 }
 
-/// The timings of `spec` (validated by `check` before).
+/// The timings of `spec`. A spec's [`leasehold_policy::providers::LeaseTimings`]
+/// exist only when the policy crate's copy of the timing rule accepts them,
+/// and `tests/timing_rules.rs` shows both copies refuse exactly the same
+/// timings, so the election crate accepts them too: there is no default
+/// to fall back to, and reaching the `Err` arm means the two copies of the
+/// rule were changed apart.
 pub fn timings_of(spec: &ElectionSpec) -> Timings {
-    let [d, r, p] = spec.timings_s;
-    Timings::new(
+    let [d, r, p] = spec.timings_s.secs();
+    match Timings::new(
         Duration::from_secs(d),
         Duration::from_secs(r),
         Duration::from_secs(p),
-    )
-    .unwrap_or_default()
+    ) {
+        Ok(t) => t,
+        Err(e) => unreachable!(
+            "lease timings {d}s / {r}s / {p}s passed the policy's timing rule but not the election's ({e}): the two copies of the rule differ"
+        ),
+    }
 }
 
 /// The `kubernetes_leaderelection` provider value for all elections.
@@ -249,7 +258,7 @@ mod tests {
                 namespace: None,
                 identity: None,
                 kube_config: None,
-                timings_s: [15, 10, 2],
+                timings_s: Default::default(),
                 release_on_shutdown: true,
                 handover_after_failures: DEFAULT_HANDOVER_AFTER_FAILURES,
             },

@@ -280,7 +280,7 @@ pub fn check(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
             out: Vec::new(),
         },
     };
-    crate::providers::check(policy, &mut c.report);
+    crate::providers::check(policy, sample, &mut c.report);
     c.inputs_section();
     let mut out = c.report.out;
     out.sort_by_key(|d| d.pos);

@@ -94,6 +94,64 @@ pub fn check_lease_timings(
     Ok(())
 }
 
+/// Lease duration, renew deadline and retry period in whole seconds that
+/// satisfy [`check_lease_timings`]. [`LeaseTimings::from_secs`] is the only
+/// way to build one, so an election can never be given timings the rule
+/// refuses, and nothing downstream needs a fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    secs: [u64; 3],
+}
+
+impl LeaseTimings {
+    /// Checks the rule on lease duration `d`, renew deadline `r` and retry
+    /// period `p`, in seconds.
+    pub fn from_secs(d: u64, r: u64, p: u64) -> Result<LeaseTimings, LeaseTimingError> {
+        let ms = |s: u64| s.saturating_mul(1000);
+        check_lease_timings(ms(d), ms(r), ms(p))?;
+        Ok(LeaseTimings { secs: [d, r, p] })
+    }
+
+    /// Lease duration, renew deadline, retry period, in seconds.
+    pub fn secs(&self) -> [u64; 3] {
+        self.secs
+    }
+}
+
+impl Default for LeaseTimings {
+    /// [`DEFAULT_LEASE_TIMINGS_S`] (15 / 10 / 2, which satisfy the rule).
+    fn default() -> LeaseTimings {
+        let [d, r, p] = DEFAULT_LEASE_TIMINGS_S;
+        LeaseTimings {
+            secs: [d as u64, r as u64, p as u64],
+        }
+    }
+}
+
+/// A lease timing written as a string (directly, or what a variable gave):
+/// whole seconds as digits, e.g. `"15"`, surrounding blanks ignored.
+/// Elastic Agent reads these settings as integers, so a duration such as
+/// `15s` is not one.
+pub fn parse_timing_secs(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `leader_leaseduration 15, leader_renewdeadline 10, leader_retryperiod 2`.
+pub fn describe_timings<T: fmt::Display>(secs: [T; 3]) -> String {
+    let [d, r, p] = secs;
+    format!(
+        "{} {d}, {} {r}, {} {p}",
+        TIMING_KEYS[0], TIMING_KEYS[1], TIMING_KEYS[2]
+    )
+}
+
+/// The hint given with a timing that is not whole seconds.
+pub const TIMING_HINT: &str = "give whole seconds as an integer or a string of digits, e.g. `15` or `\"15\"` (Elastic Agent reads these as integers; `15s` is not accepted)";
+
 const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown, handover_after_failures, elections";
 
 const TIMING_KEYS: [&str; 3] = [
@@ -119,13 +177,17 @@ pub fn is_election_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
 }
 
-/// Timing values as written: (seconds, where), `None` where not written.
-type Written = [Option<(i64, Pos)>; 3];
+/// Timing values as written: (seconds, where), `None` where not written;
+/// the seconds are `None` when a variable gives them, which `check` cannot
+/// judge without its value.
+type Written = [Option<(Option<i64>, Pos)>; 3];
 
 /// Checks the settings mapping of the provider: the shared settings, and
 /// each named election under `elections` with the shared ones as defaults.
-pub(crate) fn check(node: &Node, report: &mut Report) {
-    let shared = check_settings(node, report, true);
+/// `resolve` substitutes a string with `check`'s sample variables, when it
+/// has them and they resolve it.
+pub(crate) fn check(node: &Node, report: &mut Report, resolve: &dyn Fn(&str) -> Option<String>) {
+    let shared = check_settings(node, report, true, resolve);
     let Some(elections) = node.get("elections") else {
         check_timings(merge(&[shared]), node.pos, report);
         return;
@@ -164,7 +226,7 @@ pub(crate) fn check(node: &Node, report: &mut Report) {
             );
         }
         let own = match &settings.kind {
-            NodeKind::Map(_) => check_settings(settings, report, false),
+            NodeKind::Map(_) => check_settings(settings, report, false, resolve),
             NodeKind::Null => [None; 3],
             _ => {
                 report.push(
@@ -203,8 +265,8 @@ pub(crate) fn check(node: &Node, report: &mut Report) {
 
 /// The timings in effect: the last layer that writes a value wins, the
 /// defaults fill the rest.
-fn merge(layers: &[Written]) -> [(i64, Option<Pos>); 3] {
-    let mut out = DEFAULT_LEASE_TIMINGS_S.map(|s| (s, None::<Pos>));
+fn merge(layers: &[Written]) -> [(Option<i64>, Option<Pos>); 3] {
+    let mut out = DEFAULT_LEASE_TIMINGS_S.map(|s| (Some(s), None::<Pos>));
     for layer in layers {
         for (slot, written) in out.iter_mut().zip(layer) {
             if let Some((v, pos)) = written {
@@ -217,7 +279,12 @@ fn merge(layers: &[Written]) -> [(i64, Option<Pos>); 3] {
 
 /// Checks the keys of one settings mapping (the provider's own, or one
 /// election's) and returns the timings it writes.
-fn check_settings(node: &Node, report: &mut Report, shared: bool) -> Written {
+fn check_settings(
+    node: &Node,
+    report: &mut Report,
+    shared: bool,
+    resolve: &dyn Fn(&str) -> Option<String>,
+) -> Written {
     let mut timings: Written = [None; 3];
     for (key, value) in node.entries() {
         let want = match key.name.as_str() {
@@ -242,14 +309,62 @@ fn check_settings(node: &Node, report: &mut Report, shared: bool) -> Written {
                 continue;
             }
         };
+        let timing = TIMING_KEYS.iter().position(|k| *k == key.name);
         if let NodeKind::Str { value: s, .. } = &value.kind
             && s.contains('$')
         {
+            if let Some(t) = timing {
+                if let Some(text) = resolve(s) {
+                    match parse_timing_secs(&text).and_then(|v| i64::try_from(v).ok()) {
+                        Some(v) => timings[t] = Some((Some(v), value.pos)),
+                        None => {
+                            timings[t] = Some((None, value.pos));
+                            report.push(
+                                Severity::Error,
+                                value.pos,
+                                format!(
+                                    "`{}` must be whole seconds, found {text:?} (from {s:?})",
+                                    key.name
+                                ),
+                                Some(TIMING_HINT.into()),
+                            );
+                        }
+                    }
+                    continue;
+                }
+                timings[t] = Some((None, value.pos));
+                report.push(
+                    Severity::Warning,
+                    value.pos,
+                    format!(
+                        "`{}` is {s:?}: whether it is whole seconds and keeps duration > renew deadline > 1.2 × retry period cannot be judged until the variable is resolved; the agent checks both when it loads the policy",
+                        key.name
+                    ),
+                    Some("`check --vars FILE` with a value for the variable judges it now".into()),
+                );
+            }
+            continue;
+        }
+        if let (Some(t), NodeKind::Str { value: s, .. }) = (timing, &value.kind) {
+            match parse_timing_secs(s).and_then(|v| i64::try_from(v).ok()) {
+                Some(v) => timings[t] = Some((Some(v), value.pos)),
+                None => {
+                    timings[t] = Some((None, value.pos));
+                    report.push(
+                        Severity::Error,
+                        value.pos,
+                        format!("`{}` must be whole seconds, found {s:?}", key.name),
+                        Some(TIMING_HINT.into()),
+                    );
+                }
+            }
             continue;
         }
         if value.type_name() != want {
-            let hint = (want == "int" && key.name != "handover_after_failures")
-                .then(|| format!("give whole seconds, e.g. `{}: 15`", key.name));
+            if let Some(t) = timing {
+                timings[t] = Some((None, value.pos));
+            }
+            let hint = timing.map(|_| TIMING_HINT.to_string());
             report.push(
                 Severity::Error,
                 value.pos,
@@ -287,9 +402,9 @@ fn check_settings(node: &Node, report: &mut Report, shared: bool) -> Written {
                 format!("`handover_after_failures` must be between 1 and 1000, found {i}"),
                 Some("the default is 3 failures in a row".into()),
             ),
-            (name, NodeKind::Int(i)) => {
-                if let Some(t) = TIMING_KEYS.iter().position(|k| *k == name) {
-                    timings[t] = Some((*i, value.pos));
+            (_, NodeKind::Int(i)) => {
+                if let Some(t) = timing {
+                    timings[t] = Some((Some(*i), value.pos));
                 }
             }
             _ => {}
@@ -299,14 +414,24 @@ fn check_settings(node: &Node, report: &mut Report, shared: bool) -> Written {
 }
 
 /// Applies [`check_lease_timings`] to the values written (or defaulted),
-/// reporting at the value that breaks it.
-fn check_timings(timings: [(i64, Option<Pos>); 3], provider_pos: Pos, report: &mut Report) {
-    let [(d, _), (r, _), (p, _)] = timings;
+/// reporting at the value that breaks it. When a timing is not known here
+/// (a variable, or a value already reported as not whole seconds), only
+/// the others' own bounds are checked: the relations need all three.
+fn check_timings(timings: [(Option<i64>, Option<Pos>); 3], provider_pos: Pos, report: &mut Report) {
+    let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
     let ms = |secs: i64| u64::try_from(secs).map_or(0, |s| s.saturating_mul(1000));
+    let [(Some(d), _), (Some(r), _), (Some(p), _)] = timings else {
+        for (i, (v, _)) in timings.iter().enumerate() {
+            if let Some(v) = *v {
+                bounds(i, v, ms(v), at(i), report);
+            }
+        }
+        return;
+    };
     let Err(e) = check_lease_timings(ms(d), ms(r), ms(p)) else {
         return;
     };
-    let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
+    let value = [d, r, p];
     let last_written = timings
         .iter()
         .filter_map(|(_, pos)| *pos)
@@ -318,40 +443,45 @@ fn check_timings(timings: [(i64, Option<Pos>); 3], provider_pos: Pos, report: &m
         _ => 2,
     };
     match e {
-        LeaseTimingError::NotPositive { name } => {
+        LeaseTimingError::NotPositive { name } | LeaseTimingError::TooLong { name } => {
             let i = index(name);
-            report.push(
-                Severity::Error,
-                at(i),
-                format!(
-                    "`{}` must be positive, found {}",
-                    TIMING_KEYS[i], timings[i].0
-                ),
-                None,
-            );
-        }
-        LeaseTimingError::TooLong { name } => {
-            let i = index(name);
-            report.push(
-                Severity::Error,
-                at(i),
-                format!(
-                    "`{}` must be at most {} seconds (one day), found {}",
-                    TIMING_KEYS[i],
-                    MAX_LEASE_TIMING_MS / 1000,
-                    timings[i].0
-                ),
-                None,
-            );
+            bounds(i, value[i], ms(value[i]), at(i), report);
         }
         LeaseTimingError::DurationNotAboveDeadline | LeaseTimingError::DeadlineNotAboveRetry => {
             report.push(
                 Severity::Error,
                 last_written,
-                format!("lease timings must satisfy duration > renew deadline > 1.2 × retry period ({e}); got {d}s / {r}s / {p}s"),
+                format!(
+                    "lease timings must satisfy duration > renew deadline > 1.2 × retry period ({e}); got {}",
+                    describe_timings([d, r, p])
+                ),
                 Some("the defaults are 15 / 10 / 2 seconds".into()),
             );
         }
+    }
+}
+
+/// Reports timing `i` (`secs`, `ms` in milliseconds) when it is not
+/// positive or longer than a day.
+fn bounds(i: usize, secs: i64, ms: u64, at: Pos, report: &mut Report) {
+    if ms == 0 {
+        report.push(
+            Severity::Error,
+            at,
+            format!("`{}` must be positive, found {secs}", TIMING_KEYS[i]),
+            None,
+        );
+    } else if ms > MAX_LEASE_TIMING_MS {
+        report.push(
+            Severity::Error,
+            at,
+            format!(
+                "`{}` must be at most {} seconds (one day), found {secs}",
+                TIMING_KEYS[i],
+                MAX_LEASE_TIMING_MS / 1000
+            ),
+            None,
+        );
     }
 }
 
@@ -394,5 +524,35 @@ mod tests {
             Err(LeaseTimingError::DeadlineNotAboveRetry)
         );
         assert_eq!(check_lease_timings(60_000, 12_001, 10_000), Ok(()));
+    }
+
+    #[test]
+    fn lease_timings_exist_only_when_the_rule_holds() {
+        let d = LeaseTimings::default();
+        assert_eq!(d.secs(), [15, 10, 2]);
+        assert_eq!(LeaseTimings::from_secs(15, 10, 2), Ok(d));
+        assert_eq!(
+            LeaseTimings::from_secs(10, 10, 2),
+            Err(LeaseTimingError::DurationNotAboveDeadline)
+        );
+        assert_eq!(
+            LeaseTimings::from_secs(u64::MAX, 10, 2),
+            Err(LeaseTimingError::TooLong {
+                name: "lease duration"
+            })
+        );
+        assert_eq!(parse_timing_secs("15"), Some(15));
+        assert_eq!(parse_timing_secs(" 15\n"), Some(15));
+        for bad in [
+            "",
+            "15s",
+            "+15",
+            "-1",
+            "1.5",
+            "1e3",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(parse_timing_secs(bad), None, "{bad:?}");
+        }
     }
 }

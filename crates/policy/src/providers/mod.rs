@@ -8,13 +8,17 @@ mod leader_election;
 mod names;
 
 pub use leader_election::{
-    DEFAULT_LEASE_TIMINGS_S, LeaseTimingError, MAX_LEASE_TIMING_MS, RESERVED_ELECTION_NAMES,
-    check_lease_timings, is_election_name,
+    DEFAULT_LEASE_TIMINGS_S, LeaseTimingError, LeaseTimings, MAX_LEASE_TIMING_MS,
+    RESERVED_ELECTION_NAMES, TIMING_HINT, check_lease_timings, describe_timings, is_election_name,
+    parse_timing_secs,
 };
 pub use names::{is_dns_label, is_dns_subdomain};
 
 use crate::lint::{Report, Severity};
 use crate::model::Policy;
+use crate::subst::{self, Resolved};
+use crate::value::Value;
+use crate::vars::Vars;
 use crate::yaml::NodeKind;
 
 /// Providers leasehold implements.
@@ -23,7 +27,18 @@ pub const SUPPORTED_PROVIDERS: [&str; 5] =
 
 /// Checks the `providers` section: unknown providers, settings that are not
 /// mappings, and the settings of each supported provider.
-pub(crate) fn check(policy: &Policy, report: &mut Report) {
+///
+/// `sample` variables, when given, let string settings that use variables
+/// be judged as the agent would read them.
+pub(crate) fn check(policy: &Policy, sample: Option<&Vars>, report: &mut Report) {
+    let default_provider = policy.default_provider();
+    let resolve = |s: &str| -> Option<String> {
+        match subst::substitute(s, sample?, &default_provider) {
+            Ok(Resolved::Value(Value::Str(v))) => Some(v),
+            Ok(Resolved::Value(v)) => Some(v.to_subst_text()),
+            _ => None,
+        }
+    };
     for (key, node) in policy.providers() {
         if !SUPPORTED_PROVIDERS.contains(&key.name.as_str()) {
             report.push(
@@ -53,7 +68,7 @@ pub(crate) fn check(policy: &Policy, report: &mut Report) {
             continue;
         }
         match key.name.as_str() {
-            "kubernetes_leaderelection" => leader_election::check(node, report),
+            "kubernetes_leaderelection" => leader_election::check(node, report, &resolve),
             "local" => {
                 if let Some(v) = node.get("vars")
                     && !matches!(v.kind, NodeKind::Map(_))

@@ -119,14 +119,12 @@ async fn prospect(
 ) -> Result<(), String> {
     let mut readers: JoinSet<(FileId, Result<Closed, String>)> = JoinSet::new();
     let mut reading: HashMap<FileId, String> = HashMap::new();
-    let mut first = true;
     loop {
         let (scan_s, scan_reg) = (Arc::clone(&s), Arc::clone(&reg));
         let busy: HashSet<FileId> = reading.keys().copied().collect();
-        let starts = tokio::task::spawn_blocking(move || plan(&scan_s, &scan_reg, &busy, first))
+        let starts = tokio::task::spawn_blocking(move || plan(&scan_s, &scan_reg, &busy))
             .await
             .map_err(|e| e.to_string())?;
-        first = false;
         for (f, cursor) in starts {
             let reader = Reader {
                 settings: Arc::clone(&s),
@@ -164,12 +162,13 @@ async fn prospect(
     }
 }
 
-/// One scan: which files to start reading, and the registry cleaned.
+/// One scan: which files to start reading, and the registry cleaned. A
+/// known file renamed since it was closed is followed to its new name
+/// before anything is forgotten ([`scanner::follow_moved`]).
 fn plan(
     s: &StreamSettings,
     reg: &StreamRegistry,
     busy: &HashSet<FileId>,
-    first: bool,
 ) -> Vec<(Found, Arc<Cursor>)> {
     let found = scanner::scan(s);
     let now = SystemTime::now();
@@ -188,9 +187,7 @@ fn plan(
         }
     }
     let matched: HashSet<FileId> = found.iter().map(|f| f.id).collect();
-    if first {
-        starts.extend(scanner::rotated(reg, s, &matched));
-    }
+    starts.extend(scanner::follow_moved(reg, s, &matched, busy));
     if s.clean_removed {
         let mut keep = busy.clone();
         keep.extend(starts.iter().map(|(f, _)| f.id));

@@ -222,12 +222,15 @@ pub struct PodLog {
 }
 
 /// Reads `/var/log/containers/POD_NAMESPACE_CONTAINER-ID.log` or
-/// `/var/log/pods/NAMESPACE_POD_UID/CONTAINER/N.log`. Pod and namespace
-/// names cannot hold `_`, which makes the split unambiguous.
+/// `/var/log/pods/NAMESPACE_POD_UID/CONTAINER/N.log` (also as kubelet
+/// renames it at rotation, `N.log.TIME`, where the rest of a rotated file
+/// is read from). Pod and namespace names cannot hold `_`, which makes the
+/// split unambiguous.
 pub fn pod_log(path: &str) -> Option<PodLog> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let n = parts.len();
-    if n >= 4 && parts[n - 1].ends_with(".log") && parts[n - 4] == "pods" {
+    let pod_file = |f: &str| f.ends_with(".log") || f.contains(".log.");
+    if n >= 4 && pod_file(parts[n - 1]) && parts[n - 4] == "pods" {
         // pods/NS_POD_UID/CONTAINER/N.log
         let mut f = parts[n - 3].splitn(3, '_');
         return Some(PodLog {
@@ -359,6 +362,11 @@ mod tests {
             Some("0d1c2b3a-1111-2222-3333-444455556666")
         );
         assert_eq!(p.container_name, "nginx");
+        let rotated = pod_log(
+            "/var/log/pods/shop_web-7d9f_0d1c2b3a-1111-2222-3333-444455556666/nginx/0.log.20261203-101500",
+        )
+        .unwrap();
+        assert_eq!(rotated, p, "a file kubelet rotated");
         assert!(pod_log("/var/log/syslog").is_none());
         assert!(pod_log("/var/log/containers/odd.log").is_none());
     }

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::{FileId, Fingerprint};
 use super::window::AckWindow;
 use crate::ack::AckTarget;
+use crate::owner_only;
 
 /// How often changed registries are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -232,9 +233,9 @@ fn new_cursor(f: &SavedFile, dirty: &Arc<AtomicBool>) -> Cursor {
 
 fn write_atomically(file: &Path, saved: &Saved) -> io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
+    owner_only::create_dir_all(dir)?;
     let tmp = file.with_extension("json.tmp");
-    let mut f = fs::File::create(&tmp)?;
+    let mut f = owner_only::create(&tmp)?;
     serde_json::to_writer(&mut f, saved)?;
     f.write_all(b"\n")?;
     f.sync_data()?;
@@ -445,5 +446,41 @@ mod tests {
         assert!(!a.contains('/'));
         assert!(file_name("..").starts_with("..-"));
         assert!(!file_name("").is_empty());
+    }
+
+    #[test]
+    fn the_registry_and_its_new_directories_are_private_to_the_agent() {
+        use crate::owner_only::mode_of;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let regs = Registries::new(&data);
+        let reg = regs.open("logs");
+        let id = FileId {
+            device: 1,
+            inode: 7,
+        };
+        reg.start(id, "/var/log/a.log", fp(), 0);
+        reg.flush().unwrap();
+        let file = regs.file_of("logs");
+        assert_eq!(mode_of(&file), 0o600);
+        for d in [
+            data.clone(),
+            data.join("registry"),
+            data.join("registry/filestream"),
+        ] {
+            assert_eq!(mode_of(&d), 0o700, "{}", d.display());
+        }
+
+        // A temporary file left by a crash, with wider modes, does not
+        // widen the registry it replaces.
+        fs::write(file.with_extension("json.tmp"), b"").unwrap();
+        fs::set_permissions(
+            file.with_extension("json.tmp"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+        reg.remove(id);
+        reg.flush().unwrap();
+        assert_eq!(mode_of(&file), 0o600);
     }
 }

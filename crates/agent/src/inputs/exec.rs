@@ -499,6 +499,7 @@ mod tests {
             stop_grace: Duration::from_secs(5),
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
+            health: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
@@ -535,6 +536,7 @@ mod tests {
             stop_grace: grace,
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
+            health: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         wait_for_file(&ready).await;
@@ -561,6 +563,7 @@ mod tests {
             stop_grace: Duration::from_secs(1),
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
+            health: Default::default(),
         };
         let run = tokio::spawn(e.run(ctx));
         let file = dir.path().join("leasehold.ndjson");

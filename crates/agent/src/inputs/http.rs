@@ -161,7 +161,16 @@ impl Fetcher {
             let body = Limited::new(resp.into_body(), MAX_BODY)
                 .collect()
                 .await
-                .map_err(|e| format!("{url}: reading the body: {e}"))?
+                .map_err(|e| {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                        format!(
+                            "{url}: the answer is larger than {} MiB, the most a scrape reads; nothing of it is shipped: narrow it (kube-state-metrics --resources or --metric-allowlist) or shard the target",
+                            MAX_BODY >> 20
+                        )
+                    } else {
+                        format!("{url}: reading the body: {e}")
+                    }
+                })?
                 .to_bytes();
             if !status.is_success() {
                 let text = String::from_utf8_lossy(&body[..body.len().min(200)])

@@ -54,6 +54,38 @@ pub struct InputContext {
     pub cluster: ClusterAccess,
     /// Where inputs that resume after a restart keep their progress.
     pub registries: Arc<filestream::registry::Registries>,
+    /// Where an input that keeps running says its work fails.
+    pub health: InputHealth,
+}
+
+/// How a running input reports that its work fails (a scrape refused
+/// every period) and recovers, so `/status` does not show it healthy.
+#[derive(Clone, Default)]
+pub struct InputHealth {
+    board: Option<(crate::monitor::status::StatusBoard, Arc<str>)>,
+}
+
+impl InputHealth {
+    /// Reports input `id` on `board`.
+    pub fn new(board: crate::monitor::status::StatusBoard, id: &str) -> InputHealth {
+        InputHealth {
+            board: Some((board, id.into())),
+        }
+    }
+
+    /// Its work failed with `error` (it goes on trying).
+    pub fn failing(&self, error: &str) {
+        if let Some((b, id)) = &self.board {
+            b.input_failing(id, error);
+        }
+    }
+
+    /// Its work succeeds again.
+    pub fn recovered(&self) {
+        if let Some((b, id)) = &self.board {
+            b.input_recovered(id);
+        }
+    }
 }
 
 /// What an input that reads the Kubernetes API needs from the agent.

@@ -233,6 +233,10 @@ pub async fn run_streams(
     ctx: InputContext,
 ) -> Result<(), String> {
     let mut tasks = tokio::task::JoinSet::new();
+    let failing = FailingTargets {
+        health: ctx.health.clone(),
+        now: Arc::default(),
+    };
     for stream in streams {
         let fetcher = Fetcher::new(&stream.http, stream.timeout)?;
         let sinks: Vec<(EventSink, String)> = stream
@@ -254,12 +258,39 @@ pub async fn run_streams(
                 fetcher.clone(),
                 sinks.clone(),
                 ctx.cancel.clone(),
+                failing.clone(),
             ));
         }
     }
     ctx.cancel.cancelled().await;
     tasks.shutdown().await;
     Ok(())
+}
+
+/// The targets of one input whose last fetch failed: the input shows as
+/// failing in `/status` while any does.
+#[derive(Clone)]
+struct FailingTargets {
+    health: crate::inputs::InputHealth,
+    now: Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>,
+}
+
+impl FailingTargets {
+    fn failed(&self, url: &str, error: &str) {
+        let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        now.insert(url.to_string(), error.to_string());
+        self.health.failing(error);
+    }
+
+    fn succeeded(&self, url: &str) {
+        let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        if now.remove(url).is_some() {
+            match now.values().next() {
+                Some(other) => self.health.failing(other),
+                None => self.health.recovered(),
+            }
+        }
+    }
 }
 
 async fn run_url(
@@ -269,6 +300,7 @@ async fn run_url(
     fetcher: Fetcher,
     sinks: Vec<(EventSink, String)>,
     cancel: tokio_util::sync::CancellationToken,
+    targets: FailingTargets,
 ) {
     let period_ms = stream.period.as_millis() as u64;
     let mut failing = false;
@@ -282,13 +314,20 @@ async fn run_url(
         let fetched = match fetcher.get(&url, ACCEPT).await {
             Ok(f) => f,
             Err(e) => {
-                tracing::warn!(input = %input_id, url = %url, "fetch failed: {e}");
+                // Said once per outage; `/status` shows it meanwhile.
+                if failing {
+                    tracing::debug!(input = %input_id, url = %url, "fetch failed again: {e}");
+                } else {
+                    tracing::warn!(input = %input_id, url = %url, "fetch failed: {e}; retrying every period");
+                }
+                targets.failed(&url, &e);
                 failing = true;
                 continue;
             }
         };
         if failing {
             tracing::info!(input = %input_id, url = %url, "fetching again");
+            targets.succeeded(&url);
             failing = false;
         }
         let (families, errors) =

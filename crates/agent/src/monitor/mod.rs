@@ -663,7 +663,8 @@ mod tests {
                 "policy": {
                     "path": "/etc/leasehold/policy.yaml", "loaded_at": "T",
                     "last_error": "line 3: unknown key", "reloads": 0, "reload_failures": 1
-                }
+                },
+                "problems": []
             })
         );
         s.stop().await;

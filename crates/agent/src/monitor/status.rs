@@ -28,6 +28,23 @@ pub struct StatusDoc {
     pub outputs: Vec<OutputStatus>,
     /// The policy in force, `null` until one was loaded or rejected.
     pub policy: Option<PolicyStatus>,
+    /// What is wrong with the agent beyond one input or output (a registry
+    /// that cannot be written, an election that cannot start, a change
+    /// that waits for a restart), each with the fix; empty when nothing.
+    pub problems: Vec<AgentProblem>,
+}
+
+/// One problem of the agent as a whole.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AgentProblem {
+    /// What it concerns, e.g. `filestream registry`.
+    pub component: String,
+    /// What is wrong, and the fix.
+    pub error: String,
+    /// Since when, RFC 3339 in UTC.
+    pub since: String,
+    /// Whether `/readyz` fails while it lasts.
+    pub affects_readiness: bool,
 }
 
 /// What this agent knows of one election.
@@ -77,6 +94,9 @@ pub enum InputState {
     Running,
     /// Failed; waiting before the next restart.
     Backoff,
+    /// Running, but its work fails (every scrape of a target that answers
+    /// too much, say): `last_error` says why.
+    Failing,
 }
 
 /// One input the runtime keeps running.
@@ -174,6 +194,7 @@ struct Board {
     policy: Option<PolicyStatus>,
     readiness: Readiness,
     redactor: Redactor,
+    problems: Vec<AgentProblem>,
 }
 
 impl Default for Board {
@@ -189,6 +210,7 @@ impl Default for Board {
                 reason: "starting".into(),
             },
             redactor: Redactor::new(),
+            problems: Vec::new(),
         }
     }
 }
@@ -354,13 +376,58 @@ impl StatusBoard {
         };
     }
 
-    /// `Ok` when ready, else `Err` with the reason.
+    /// `Ok` when ready, else `Err` with the reason: not started or
+    /// shutting down, or a problem that affects readiness.
     pub fn readiness(&self) -> Result<(), String> {
         let b = self.lock();
-        if b.readiness.ready {
-            Ok(())
-        } else {
-            Err(b.readiness.reason.clone())
+        if !b.readiness.ready {
+            return Err(b.readiness.reason.clone());
+        }
+        match b.problems.iter().find(|p| p.affects_readiness) {
+            Some(p) => Err(b.redactor.redact(&format!("{}: {}", p.component, p.error))),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the problem of `component`; a
+    /// problem set again keeps its `since`.
+    pub fn set_problem(&self, component: &str, problem: Option<(String, bool)>) {
+        let mut b = self.lock();
+        match problem {
+            None => b.problems.retain(|p| p.component != component),
+            Some((error, affects_readiness)) => {
+                match b.problems.iter_mut().find(|p| p.component == component) {
+                    Some(p) => {
+                        p.error = error;
+                        p.affects_readiness = affects_readiness;
+                    }
+                    None => b.problems.push(AgentProblem {
+                        component: component.to_string(),
+                        error,
+                        since: now_rfc3339(),
+                        affects_readiness,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Input `id` runs but its work fails with `error`.
+    pub fn input_failing(&self, id: &str, error: impl Into<String>) {
+        let mut b = self.lock();
+        if let Some(i) = b.inputs.running.iter_mut().find(|i| i.id == id) {
+            i.last_error = Some(error.into());
+            i.state = InputState::Failing;
+        }
+    }
+
+    /// Input `id`'s work succeeds again; it keeps its last error.
+    pub fn input_recovered(&self, id: &str) {
+        let mut b = self.lock();
+        if let Some(i) = b.inputs.running.iter_mut().find(|i| i.id == id)
+            && i.state == InputState::Failing
+        {
+            i.state = InputState::Running;
         }
     }
 
@@ -374,6 +441,7 @@ impl StatusBoard {
                 inputs: b.inputs.clone(),
                 outputs: Vec::new(),
                 policy: b.policy.clone(),
+                problems: b.problems.clone(),
             };
             (doc, b.outputs.clone(), b.redactor.clone())
         };
@@ -394,6 +462,9 @@ impl StatusBoard {
         if let Some(p) = &mut doc.policy {
             p.last_error.iter_mut().for_each(clean);
         }
+        for p in &mut doc.problems {
+            clean(&mut p.error);
+        }
         doc
     }
 }
@@ -401,6 +472,37 @@ impl StatusBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn problems_are_listed_and_those_that_affect_readiness_fail_it() {
+        let b = StatusBoard::new();
+        b.set_ready(true, "");
+        b.input_started("s", "prometheus/metrics");
+        b.input_failing("s", "body over 64 MiB");
+        assert_eq!(b.snapshot().inputs.running[0].state, InputState::Failing);
+        b.input_recovered("s");
+        assert_eq!(b.snapshot().inputs.running[0].state, InputState::Running);
+        b.set_problem(
+            "policy",
+            Some(("restart to apply `outputs:`".into(), false)),
+        );
+        assert_eq!(
+            b.readiness(),
+            Ok(()),
+            "a pending restart leaves the agent ready"
+        );
+        b.set_problem("filestream registry", Some(("cannot write".into(), true)));
+        assert!(
+            b.readiness()
+                .unwrap_err()
+                .contains("filestream registry: cannot write")
+        );
+        let doc = b.snapshot();
+        assert_eq!(doc.problems.len(), 2);
+        b.set_problem("filestream registry", None);
+        assert_eq!(b.readiness(), Ok(()));
+        assert_eq!(b.snapshot().problems.len(), 1);
+    }
 
     #[test]
     fn input_lifecycle_updates_state_restarts_and_error() {

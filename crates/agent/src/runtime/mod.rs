@@ -42,6 +42,13 @@ use crate::monitor::{Monitor, SharedRegistry};
 use crate::outputs::{self, OutputMetrics, Outputs};
 use crate::redact::Redactor;
 
+/// The `/status` problem of a filestream registry that cannot be written:
+/// it affects readiness (a replaced pod would read the node's logs again).
+const REGISTRY_PROBLEM: &str = "filestream registry";
+/// The `/status` problem of a reload whose output or agent settings wait
+/// for a restart.
+const RESTART_PROBLEM: &str = "policy";
+
 /// How often the policy file is checked for changes.
 const POLICY_POLL: Duration = Duration::from_secs(1);
 /// Wait before retrying a connection that failed.
@@ -215,6 +222,9 @@ pub struct Agent {
     failures_rx: UnboundedReceiver<GatedFailure>,
     retry_tx: UnboundedSender<usize>,
     retry_rx: UnboundedReceiver<usize>,
+    /// The outputs of a reloaded policy that differ from the running
+    /// ones; they start at the next restart.
+    pending_outputs: Option<Vec<outputs::OutputSettings>>,
     /// Delivered offsets of `filestream` inputs, written every second.
     registries: Arc<Registries>,
     registry_flush: JoinHandle<()>,
@@ -265,8 +275,12 @@ impl Agent {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()).rotate_left(32);
-        let registry_flush = tokio::spawn(Arc::clone(&registries).flush_loop());
+        let registry_board = board.clone();
+        let registry_flush = tokio::spawn(Arc::clone(&registries).flush_loop(move |error| {
+            registry_board.set_problem(REGISTRY_PROBLEM, error.map(|e| (e, true)))
+        }));
         let agent = Agent {
+            pending_outputs: None,
             registries,
             registry_flush,
             opts,
@@ -372,14 +386,47 @@ impl Agent {
             }
         };
         tracing::info!("policy reloaded ({why})");
+        let mut waiting = Vec::new();
         if new.outputs != self.loaded.outputs {
-            tracing::warn!(
-                "`outputs:` changed; output changes take effect when the agent restarts"
-            );
+            let names = |o: &[outputs::OutputSettings]| -> Vec<String> {
+                o.iter().map(|x| x.name.clone()).collect()
+            };
+            let (old, now) = (names(&self.loaded.outputs), names(&new.outputs));
+            let mut what = Vec::new();
+            let added: Vec<&String> = now.iter().filter(|n| !old.contains(n)).collect();
+            let removed: Vec<&String> = old.iter().filter(|n| !now.contains(n)).collect();
+            let changed: Vec<&String> = new
+                .outputs
+                .iter()
+                .filter(|o| {
+                    self.loaded
+                        .outputs
+                        .iter()
+                        .any(|r| r.name == o.name && r != *o)
+                })
+                .map(|o| &o.name)
+                .collect();
+            for (label, list) in [("added", added), ("removed", removed), ("changed", changed)] {
+                if !list.is_empty() {
+                    let quoted: Vec<String> = list.iter().map(|n| format!("`{n}`")).collect();
+                    what.push(format!("{label} {}", quoted.join(", ")));
+                }
+            }
+            waiting.push(format!("`outputs:` changed ({})", what.join("; ")));
         }
         if new.settings != self.loaded.settings {
-            tracing::warn!("`agent:` settings changed; they take effect when the agent restarts");
+            waiting.push("`agent:` settings changed".to_string());
         }
+        self.pending_outputs = (new.outputs != self.loaded.outputs).then(|| new.outputs.clone());
+        let restart = (!waiting.is_empty()).then(|| {
+            let text = format!(
+                "{}: the running ones stay until the agent restarts; restart it (delete the pod) to apply them",
+                waiting.join("; ")
+            );
+            tracing::warn!("{text}");
+            (text, false)
+        });
+        self.board.set_problem(RESTART_PROBLEM, restart);
         let old_specs: Vec<_> = self.elections.iter().map(|e| e.spec.clone()).collect();
         let (outputs, settings) = (self.loaded.outputs.clone(), self.loaded.settings.clone());
         // The outputs keep running with the old settings: keep their
@@ -495,10 +542,23 @@ impl Agent {
                     );
                 }
                 tracing::info!(lease = %e.spec.lease, namespace = %e.namespace, identity = %identity, "joined election {}", e.spec.label());
+                self.board
+                    .set_problem(&format!("election {}", e.spec.label()), None);
                 self.elections[i].handle = Some(h);
             }
             Err(err) => {
-                tracing::error!(lease = %e.spec.lease, "cannot start election {}: {err}", e.spec.label());
+                // Not a candidate: tried again, and not ready meanwhile
+                // (this agent can never run the election's inputs).
+                tracing::error!(lease = %e.spec.lease, "cannot start election {}: {err}; retrying in {CONNECT_RETRY:?}", e.spec.label());
+                self.board.set_problem(
+                    &format!("election {}", e.spec.label()),
+                    Some((format!("cannot start: {err}"), true)),
+                );
+                let tx = self.retry_tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(CONNECT_RETRY).await;
+                    let _ = tx.send(key);
+                });
             }
         }
     }
@@ -649,13 +709,25 @@ impl Agent {
                 }
             };
             if self.outputs.sender(&spec.use_output).is_none() {
-                dropped.push(DroppedInput {
-                    id: ri.id.clone(),
-                    reason: format!(
+                let pending = self
+                    .pending_outputs
+                    .as_ref()
+                    .is_some_and(|o| o.iter().any(|x| x.name == spec.use_output));
+                let reason = if pending {
+                    format!(
+                        "use_output names output `{}`, added by a reload: outputs start when the agent restarts, and so does this input",
+                        spec.use_output
+                    )
+                } else {
+                    format!(
                         "use_output names output `{}`, which is not defined (defined: {})",
                         spec.use_output,
                         self.outputs.names().join(", ")
-                    ),
+                    )
+                };
+                dropped.push(DroppedInput {
+                    id: ri.id.clone(),
+                    reason,
                 });
                 continue;
             }
@@ -871,7 +943,9 @@ impl Agent {
         // Everything the outputs delivered is acknowledged now: record it.
         self.registry_flush.abort();
         let registries = Arc::clone(&self.registries);
-        let _ = tokio::task::spawn_blocking(move || registries.flush_all()).await;
+        if let Ok(Some(e)) = tokio::task::spawn_blocking(move || registries.flush_all()).await {
+            tracing::error!("at shutdown: {e}");
+        }
         for (name, n) in left {
             if n > 0 && on_disk.contains(&name) {
                 tracing::warn!(output = %name, "{n} event(s) not written before the shutdown timeout stay in the disk queue; they are sent after the next start");

@@ -75,6 +75,7 @@ pub async fn supervise(s: Supervised) {
             stop_grace: s.stop_grace,
             cluster: s.cluster.clone(),
             registries: Arc::clone(&s.registries),
+            health: crate::inputs::InputHealth::new(s.board.clone(), &s.id),
         };
         let input = Arc::clone(&s.spec.input);
         // A task of its own, so a panic is caught and reported.

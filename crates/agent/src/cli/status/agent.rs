@@ -83,7 +83,23 @@ pub fn problems(doc: &Value) -> Vec<Value> {
             }));
         }
     }
+    for p in list(&doc["problems"]) {
+        out.push(json!({
+            "problem": format!("{}: {}", s(&p["component"]), s(&p["error"])),
+            "fix": if p["affects_readiness"] == true {
+                "the agent reports itself not ready until this is fixed; the message says how"
+            } else {
+                "the message says how"
+            },
+        }));
+    }
     for i in list(&doc["inputs"]["running"]) {
+        if i["state"] == "failing" {
+            out.push(json!({
+                "problem": format!("input {} ({}) runs but its work fails: {}", s(&i["id"]), s(&i["type"]), s(&i["last_error"])),
+                "fix": "fix what the error names; the input keeps trying every period",
+            }));
+        }
         if i["state"] == "backoff" {
             out.push(json!({
                 "problem": format!("input {} ({}) is failing: {}", s(&i["id"]), s(&i["type"]), s(&i["last_error"])),

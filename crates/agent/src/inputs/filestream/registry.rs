@@ -335,7 +335,7 @@ impl Registries {
     }
 
     /// Writes every changed registry, logging failures.
-    pub fn flush_all(&self) {
+    pub fn flush_all(&self) -> Option<String> {
         let streams: Vec<Arc<StreamRegistry>> = self
             .streams
             .lock()
@@ -343,22 +343,41 @@ impl Registries {
             .values()
             .cloned()
             .collect();
+        let mut first = None;
         for s in streams {
             if let Err(e) = s.flush() {
                 self.families.write_errors.inc();
-                tracing::error!(file = %s.file.display(), error = %e, "cannot write the filestream registry; retrying");
+                first.get_or_insert_with(|| {
+                    format!(
+                        "cannot write {}: {e}; delivered offsets are not recorded, so after a restart these files are read again from older offsets: make the data path writable",
+                        s.file.display()
+                    )
+                });
             }
         }
+        first
     }
 
-    /// Writes changed registries every [`FLUSH_EVERY`], forever.
-    pub async fn flush_loop(self: Arc<Self>) {
+    /// Writes changed registries every [`FLUSH_EVERY`], forever, telling
+    /// `report` whether they could be written (`Some(error)` while they
+    /// cannot; logged once per outage).
+    pub async fn flush_loop(self: Arc<Self>, report: impl Fn(Option<String>) + Send + 'static) {
         let mut tick = tokio::time::interval(FLUSH_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
         loop {
             tick.tick().await;
             let me = Arc::clone(&self);
-            let _ = tokio::task::spawn_blocking(move || me.flush_all()).await;
+            let error = tokio::task::spawn_blocking(move || me.flush_all())
+                .await
+                .unwrap_or_else(|e| Some(format!("writing the filestream registry failed: {e}")));
+            match (&error, failing) {
+                (Some(e), false) => tracing::error!("{e}; retrying every second"),
+                (None, true) => tracing::info!("the filestream registry is written again"),
+                _ => {}
+            }
+            failing = error.is_some();
+            report(error);
         }
     }
 }

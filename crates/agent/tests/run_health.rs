@@ -1,0 +1,281 @@
+//! Failures that used to be silent are reported: in `/status`, in `/readyz`
+//! where they affect readiness, and by `leasehold status --agent` exiting
+//! with 1. The cases: a reload that moves an input to an output added by
+//! the reload (the input waits for a restart), a `filestream` registry
+//! that cannot be written, and a scrape target that answers more than a
+//! scrape reads.
+
+mod agents;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agents::*;
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+fn start(policy: &Path, out: &Path) -> Result<AgentProc> {
+    // No election in these policies: the kubeconfig is never read.
+    AgentProc::start(policy, Path::new("/nonexistent"), 1, "default", out)
+}
+
+/// `leasehold status --agent` of `a`: exit code and output.
+fn status_agent(a: &AgentProc) -> Result<(i32, String)> {
+    let out = Command::new(binary())
+        .args(["status", "--agent", &format!("http://{}", a.http)])
+        .output()?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
+}
+
+/// Polls `/status` until `ok` holds for it (bounded).
+fn wait_status(
+    a: &AgentProc,
+    within: Duration,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = a.status()?;
+        if ok(&s) {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            bail!("{what} not shown within {within:?}: {s}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn problem<'a>(s: &'a Value, component: &str) -> Option<&'a Value> {
+    s["problems"]
+        .as_array()?
+        .iter()
+        .find(|p| p["component"] == component)
+}
+
+/// A reload that adds an output and moves an input to it: the input waits
+/// for a restart (outputs start at the next start). Before, the reload
+/// counted as a success, `/status` listed no problem and `status --agent`
+/// exited 0.
+#[test]
+fn a_reload_whose_output_waits_for_a_restart_is_reported() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("policy.yml");
+    let write = |extra_output: &str, use_output: &str| -> Result<()> {
+        std::fs::write(
+            &policy,
+            format!(
+                "outputs:\n  default: {{type: file, path: '{}', filename: events}}\n{extra_output}inputs:\n  - id: moving\n    type: exec\n    use_output: {use_output}\n    command: [sh, -c, 'while :; do echo x; sleep 0.1; done']\n",
+                out.display()
+            ),
+        )?;
+        Ok(())
+    };
+    write("", "default")?;
+    let a = start(&policy, &out)?;
+    assert_eq!(status_agent(&a)?.0, 0, "healthy at first");
+    write(
+        &format!(
+            "  second: {{type: file, path: '{}', filename: second}}\n",
+            dir.path().join("second").display()
+        ),
+        "second",
+    )?;
+    let s = wait_status(&a, Duration::from_secs(10), "the pending restart", |s| {
+        problem(s, "policy").is_some()
+    })?;
+    let p = problem(&s, "policy").context("policy problem")?;
+    assert!(
+        p["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("added `second`") && e.contains("restart")),
+        "{s}"
+    );
+    assert_eq!(p["affects_readiness"], false, "{s}");
+    let dropped = &s["inputs"]["dropped"][0];
+    assert_eq!(dropped["id"], "moving", "{s}");
+    assert!(
+        dropped["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("restarts")),
+        "{s}"
+    );
+    let (code, text) = status_agent(&a)?;
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("`outputs:` changed"), "{text}");
+    assert_eq!(
+        a.get("/readyz")?.0,
+        200,
+        "a pending restart leaves it ready"
+    );
+    // Back to the running outputs: the problem is gone.
+    write("", "default")?;
+    wait_status(&a, Duration::from_secs(10), "the problem cleared", |s| {
+        problem(s, "policy").is_none()
+    })?;
+    assert_eq!(status_agent(&a)?.0, 0);
+    Ok(())
+}
+
+/// A `filestream` registry that cannot be written makes the agent not
+/// ready and is named in `/status` and by `status --agent`; once it can be
+/// written again, the agent is ready. Before, it logged an ERROR every
+/// second while `/readyz` and `status --agent` said healthy.
+#[test]
+fn a_registry_that_cannot_be_written_is_reported_and_fails_readiness() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs)?;
+    let data = dir.path().join("data");
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: files\n    type: filestream\n    paths: ['{}/*.log']\n",
+            out.display(),
+            logs.display()
+        ),
+    )?;
+    let mut a = AgentProc::spawn_with_env(
+        &policy,
+        Path::new("/nonexistent"),
+        1,
+        "default",
+        &out,
+        &[("LEASEHOLD_PATH_DATA", data.display().to_string())],
+    )?;
+    a.wait_ready()?;
+    std::fs::write(logs.join("a.log"), "one\n")?;
+    let registry = data.join("registry").join("filestream");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !registry.join("files.json").exists() {
+        if Instant::now() > deadline {
+            bail!("no registry written under {}", registry.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(a.get("/readyz")?.0, 200);
+    // The registry's directory becomes a file: nothing can be written
+    // there (root included).
+    let aside = data.join("registry").join("filestream.aside");
+    std::fs::rename(&registry, &aside)?;
+    std::fs::write(&registry, "")?;
+    std::fs::write(logs.join("a.log"), "one\ntwo\n")?;
+    let s = wait_status(&a, Duration::from_secs(10), "the registry problem", |s| {
+        problem(s, "filestream registry").is_some()
+    })?;
+    let p = problem(&s, "filestream registry").context("problem")?;
+    assert_eq!(p["affects_readiness"], true, "{s}");
+    let (code, body) = a.get("/readyz")?;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("filestream registry"), "{body}");
+    let (code, text) = status_agent(&a)?;
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("filestream registry"), "{text}");
+    // Writable again: ready again.
+    std::fs::remove_file(&registry)?;
+    std::fs::rename(&aside, &registry)?;
+    wait_status(&a, Duration::from_secs(10), "the problem cleared", |s| {
+        problem(s, "filestream registry").is_none()
+    })?;
+    assert_eq!(a.get("/readyz")?.0, 200);
+    Ok(())
+}
+
+/// A real HTTP server (Python's) serving a file from a directory.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Result<Server> {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            l.local_addr()?.port()
+        };
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("python3 -m http.server")?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("the HTTP server did not listen on {port}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Server { child, port })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A scrape whose answer is larger than a scrape reads (64 MiB) shows the
+/// input failing in `/status`, with the fix, and `status --agent` exits 1.
+/// Before, it failed every period with only a WARN while `/status` showed
+/// the input healthy.
+#[test]
+fn a_scrape_over_the_size_limit_shows_the_input_failing() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let www = dir.path().join("www");
+    std::fs::create_dir(&www)?;
+    // 65 MiB of valid exposition text.
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(www.join("metrics"))?);
+        let line = format!("big_metric{{k=\"{}\"}} 1\n", "v".repeat(100));
+        let mut written = 0usize;
+        let mut n = 0u64;
+        while written < 65 << 20 {
+            let l = line.replace("big_metric", &format!("big_metric_{n}"));
+            f.write_all(l.as_bytes())?;
+            written += l.len();
+            n += 1;
+        }
+    }
+    let server = Server::start(&www)?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: big\n    type: prometheus/metrics\n    streams:\n      - metricsets: [collector]\n        hosts: ['http://127.0.0.1:{}']\n        metrics_path: /metrics\n        period: 1s\n",
+            out.display(),
+            server.port
+        ),
+    )?;
+    let a = start(&policy, &out)?;
+    let s = wait_status(&a, Duration::from_secs(20), "the failing scrape", |s| {
+        s["inputs"]["running"][0]["state"] == "failing"
+    })?;
+    let err = s["inputs"]["running"][0]["last_error"]
+        .as_str()
+        .unwrap_or("");
+    assert!(err.contains("larger than 64 MiB"), "{s}");
+    let (code, text) = status_agent(&a)?;
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("larger than 64 MiB"), "{text}");
+    Ok(())
+}

@@ -11,3 +11,4 @@ pub mod owner_only;
 pub mod redact;
 pub mod runtime;
 pub mod tls;
+pub mod units;

@@ -91,7 +91,7 @@ pub fn duration(map: &Map, key: &str, default: Duration, out: &mut Vec<Problem>)
     match map.get(key) {
         None | Some(Value::Null) => default,
         Some(v) if unresolved(v) => default,
-        Some(v) => match crate::runtime::config::parse_duration(v) {
+        Some(v) => match crate::units::parse_duration(v) {
             Ok(d) if d >= Duration::from_millis(100) && d <= Duration::from_secs(24 * 3600) => d,
             Ok(_) => {
                 out.push(Problem::new(key, "must be between 100ms and 24h"));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use leasehold_policy::Value;
 
 use super::{SettingError, describe, given};
-use crate::runtime::config::parse_duration;
+use crate::units::parse_duration;
 
 /// `headers`: a map of HTTP header names to values (scalars are written
 /// as text).

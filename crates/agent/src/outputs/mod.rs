@@ -33,6 +33,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::Event;
+use crate::units::parse_size;
 
 pub use health::{HealthState, OutputHealth};
 pub use metrics::OutputMetrics;
@@ -585,35 +586,6 @@ fn parse_disk(
         },
     }
     Some(d)
-}
-
-/// A byte size: an integer, or a number with a unit (`KB`, `MiB`, `GB`…).
-fn parse_size(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        Value::Str(s) => {
-            let s = s.trim();
-            let split = s
-                .find(|c: char| !c.is_ascii_digit() && c != '.')
-                .unwrap_or(s.len());
-            let number: f64 = s[..split].parse().ok()?;
-            let scale: f64 = match s[split..].trim().to_ascii_lowercase().as_str() {
-                "" | "b" => 1.0,
-                "kb" => 1e3,
-                "mb" => 1e6,
-                "gb" => 1e9,
-                "tb" => 1e12,
-                "kib" => 1024.0,
-                "mib" => 1024.0 * 1024.0,
-                "gib" => 1024.0 * 1024.0 * 1024.0,
-                "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-                _ => return None,
-            };
-            let bytes = number * scale;
-            (0.0..1.8e19).contains(&bytes).then_some(bytes as u64)
-        }
-        _ => None,
-    }
 }
 
 fn parse_file(

@@ -74,51 +74,6 @@ pub fn section(policy: &Policy, name: &str, vars: &Vars) -> Result<Value, String
     }
 }
 
-/// Parses a duration: whole seconds as a number, or text such as `25s`,
-/// `1m30s`, `500ms`.
-pub fn parse_duration(v: &Value) -> Result<Duration, String> {
-    match v {
-        Value::Int(i) if *i > 0 => Ok(Duration::from_secs(*i as u64)),
-        Value::Float(f) if *f > 0.0 && f.is_finite() => {
-            Duration::try_from_secs_f64(*f).map_err(|e| e.to_string())
-        }
-        Value::Str(s) => {
-            let mut total = Duration::ZERO;
-            let mut rest = s.trim();
-            if rest.is_empty() {
-                return Err("empty duration".into());
-            }
-            while !rest.is_empty() {
-                let digits = rest
-                    .find(|c: char| !c.is_ascii_digit() && c != '.')
-                    .unwrap_or(rest.len());
-                let number: f64 = rest[..digits]
-                    .parse()
-                    .map_err(|_| format!("{s:?} is not a duration"))?;
-                rest = &rest[digits..];
-                let unit_len = rest
-                    .find(|c: char| c.is_ascii_digit())
-                    .unwrap_or(rest.len());
-                let scale = match &rest[..unit_len] {
-                    "ms" => 0.001,
-                    "s" => 1.0,
-                    "m" => 60.0,
-                    "h" => 3600.0,
-                    _ => return Err(format!("{s:?} is not a duration")),
-                };
-                total += Duration::try_from_secs_f64(number * scale)
-                    .map_err(|_| format!("{s:?} is not a duration"))?;
-                rest = &rest[unit_len..];
-            }
-            Ok(total)
-        }
-        other => Err(format!(
-            "must be a duration such as `25s`, found {}",
-            other.type_name()
-        )),
-    }
-}
-
 impl AgentSettings {
     /// Reads the resolved `agent:` section; every problem is listed with
     /// its key.
@@ -136,7 +91,7 @@ impl AgentSettings {
         };
         let shutdown_timeout = match get("shutdown_timeout") {
             None | Some(Value::Null) => DEFAULT_SHUTDOWN_TIMEOUT,
-            Some(v) => match parse_duration(v) {
+            Some(v) => match crate::units::parse_duration(v) {
                 Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(3600) => d,
                 Ok(_) => {
                     errors.push("`agent.shutdown_timeout` must be between 1s and 1h".to_string());

@@ -64,43 +64,7 @@ pub struct ElectArgs {
     pub command: Vec<String>,
 }
 
-/// Parses a duration like `15s`, `500ms`, `1m30s` or `1.5s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad =
-        || format!("invalid duration {text:?}: use a number with a unit, e.g. 15s, 500ms, 1m30s");
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    if rest.starts_with('-') {
-        return Err(format!(
-            "invalid duration {text:?}: durations must not be negative"
-        ));
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
-}
+pub use crate::units::parse_duration_text as parse_duration;
 
 /// How long exit waits for the writer threads: a stalled stdout or stderr
 /// must not hang exit forever.

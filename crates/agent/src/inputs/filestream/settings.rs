@@ -240,7 +240,7 @@ pub fn read_stream(
         None | Some(Value::Null) | Some(Value::Int(0)) => None,
         Some(Value::Str(s)) if s.trim() == "0" || s.trim() == "0s" => None,
         Some(v) if unresolved(v) => None,
-        Some(v) => match crate::runtime::config::parse_duration(v) {
+        Some(v) => match crate::units::parse_duration(v) {
             Ok(d) => Some(d),
             Err(e) => {
                 out.push(

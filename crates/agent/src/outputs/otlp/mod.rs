@@ -92,9 +92,13 @@ impl Sink for OtlpSink {
 
         let mut settled = vec![false; n];
         let mut error: Option<ExportError> = None;
-        for (sent, indexes, what) in [
-            (logs, &c.log_lines, "log records"),
-            (metrics, &c.metric_lines, "metric documents"),
+        // What a partial success counts: log records are documents; metric
+        // documents carry several data points each, and the receiver counts
+        // points.
+        let points = c.points;
+        for (sent, indexes, what, units) in [
+            (logs, &c.log_lines, "log records", c.log_lines.len()),
+            (metrics, &c.metric_lines, "data points", points),
         ] {
             match sent {
                 None => {}
@@ -103,10 +107,15 @@ impl Sink for OtlpSink {
                         settled[i] = true;
                     }
                     if rejected > 0 {
-                        // Which items were rejected is not said: count them.
-                        let rejected = (rejected as usize).min(indexes.len());
-                        batch.dropped += rejected;
-                        tracing::warn!(output = %self.name, rejected, "the receiver rejected some {what} (partial success); they are dropped and counted");
+                        // Which items were rejected is not said: count the
+                        // documents in proportion, rounded up.
+                        let rejected = (rejected as usize).min(units);
+                        let docs = rejected
+                            .saturating_mul(indexes.len())
+                            .div_ceil(units.max(1))
+                            .min(indexes.len());
+                        batch.dropped += docs;
+                        tracing::warn!(output = %self.name, rejected, of = units, documents = docs, "the receiver rejected some {what} (partial success); their documents are dropped and counted");
                     }
                 }
                 Some(Sent::Failed(e)) if !e.retryable => {

@@ -308,7 +308,12 @@ pub(super) async fn run_writer(
                 Ok(()) => {
                     metrics.health.succeeded();
                     if let Some(d) = &disk {
-                        if let Err(e) = d.ack(taken) {
+                        let acked = tokio::select! {
+                            biased;
+                            _ = control.abort.cancelled() => return rx.len(),
+                            r = d.ack(taken) => r,
+                        };
+                        if let Err(e) = acked {
                             tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
                         }
                         metrics.set_depth(d.depth());

@@ -39,7 +39,9 @@ struct InputLabels {
 /// successor re-reads them), `leasehold_output_events_failed_total{output}` (events whose write
 /// attempt failed; they are retried), `leasehold_output_write_errors_total{output}`
 /// (failed write attempts), `leasehold_output_batches_total{output}` and
-/// `leasehold_output_events_received_total{output,input}`; the gauge
+/// `leasehold_output_events_received_total{output,input}`,
+/// `leasehold_output_disk_queue_records_lost_total{output}` (records of a
+/// `queue.disk` set aside as damaged, never sent); the gauge
 /// `leasehold_output_queue_depth{output}`; the histogram
 /// `leasehold_output_write_duration_seconds{output}` (one write attempt).
 #[derive(Clone, Debug)]
@@ -55,6 +57,7 @@ pub struct OutputMetrics {
     bytes: Family<OutputLabels, Gauge>,
     latency: Family<OutputLabels, Histogram, fn() -> Histogram>,
     received: Family<InputLabels, Counter>,
+    disk_lost: Family<OutputLabels, Counter>,
 }
 
 impl Default for OutputMetrics {
@@ -71,6 +74,7 @@ impl Default for OutputMetrics {
             bytes: Family::default(),
             latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
             received: Family::default(),
+            disk_lost: Family::default(),
         }
     }
 }
@@ -139,6 +143,11 @@ impl OutputMetrics {
             "Events queued to an output, by input",
             m.received.clone(),
         );
+        registry.register(
+            "leasehold_output_disk_queue_records_lost",
+            "Records of an output's disk queue set aside as damaged (not sent; the segment is kept as <name>.bad)",
+            m.disk_lost.clone(),
+        );
         m
     }
 
@@ -184,6 +193,16 @@ impl OutputMetrics {
             input: input.to_string(),
         };
         self.received.get(&key).map_or(0, |c| c.get())
+    }
+
+    /// Records of `output`'s disk queue set aside as damaged so far.
+    pub fn disk_queue_records_lost(&self, output: &str) -> u64 {
+        self.disk_lost.get(&labels(output)).map_or(0, |c| c.get())
+    }
+
+    /// The counter `output`'s disk queue adds its damaged records to.
+    pub(super) fn disk_queue_lost_counter(&self, output: &str) -> Counter {
+        self.disk_lost.get_or_create(&labels(output)).clone()
     }
 
     /// The metrics of one output, resolved once.
@@ -275,6 +294,7 @@ mod tests {
         h.failed.inc_by(2);
         h.set_depth(5);
         h.received("in-1");
+        m.disk_queue_lost_counter("default").inc_by(4);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
@@ -285,6 +305,7 @@ mod tests {
             "leasehold_output_write_errors_total{output=\"default\"} 1",
             "leasehold_output_queue_depth{output=\"default\"} 5",
             "leasehold_output_events_received_total{output=\"default\",input=\"in-1\"} 1",
+            "leasehold_output_disk_queue_records_lost_total{output=\"default\"} 4",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
@@ -293,6 +314,7 @@ mod tests {
         assert_eq!(m.events_duplicate("default"), 2);
         assert_eq!(m.events_received("default", "in-1"), 1);
         assert_eq!(m.queue_depth("default"), 5);
+        assert_eq!(m.disk_queue_records_lost("default"), 4);
         assert_eq!(m.events_written("other"), 0);
     }
 }

@@ -974,7 +974,8 @@ impl Outputs {
                             s.name
                         ))
                     })?;
-                    let q = disk::DiskQueue::open(path, d.max_size).map_err(|e| {
+                    let lost = metrics.disk_queue_lost_counter(&s.name);
+                    let q = disk::DiskQueue::open_counted(path, d.max_size, lost).map_err(|e| {
                         std::io::Error::new(
                             e.kind(),
                             format!("output `{}`: queue.disk: {e}", s.name),
@@ -1056,7 +1057,6 @@ impl Outputs {
                         Arc::clone(&handles),
                         budget.clone(),
                     ));
-                    runtime.spawn(disk::sync_loop(Arc::clone(d)));
                     handles.set_depth(d.depth());
                     Queue::Disk(Arc::clone(d))
                 }
@@ -1129,12 +1129,24 @@ impl Outputs {
                 d.close();
             }
         }
+        let running_disks: Vec<Arc<disk::DiskQueue>> = self
+            .running
+            .iter()
+            .filter_map(|r| match &r.sender.queue {
+                Queue::Disk(d) => Some(Arc::clone(d)),
+                Queue::Memory(_) => None,
+            })
+            .collect();
         let mut left = Vec::with_capacity(self.running.len());
         for Running { sender, mut writer } in self.running {
             let result = match tokio::time::timeout_at(deadline, &mut writer).await {
                 Ok(result) => result,
                 Err(_) => {
                     self.abort.cancel();
+                    // A hung disk answers no more: its callers stop waiting.
+                    for r in &running_disks {
+                        r.abort();
+                    }
                     writer.await
                 }
             };
@@ -1145,9 +1157,22 @@ impl Outputs {
                     0
                 }
             };
-            // A disk queue keeps everything not acknowledged.
+            // A disk queue keeps everything not acknowledged; what was
+            // written is fsynced unless the deadline passes first.
             let n = match &sender.queue {
-                Queue::Disk(d) => d.depth(),
+                Queue::Disk(d) => {
+                    match tokio::time::timeout_at(deadline, d.sync()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(output = %sender.name, error = %e, "cannot fsync the disk queue at shutdown; a machine crash now could lose its last second");
+                        }
+                        Err(_) => {
+                            d.abort();
+                            tracing::warn!(output = %sender.name, "the disk queue did not fsync before the shutdown deadline; a machine crash now could lose its last second");
+                        }
+                    }
+                    d.depth()
+                }
                 Queue::Memory(_) => n,
             };
             left.push((sender.name.to_string(), n));

@@ -316,7 +316,12 @@ pub(super) async fn run_writer(
                 Ok(()) => {
                     metrics.health.succeeded();
                     if let Some(d) = &disk {
-                        if let Err(e) = d.ack(taken) {
+                        let acked = tokio::select! {
+                            biased;
+                            _ = control.abort.cancelled() => return rx.len(),
+                            r = d.ack(taken) => r,
+                        };
+                        if let Err(e) = acked {
                             tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
                         }
                         metrics.set_depth(d.depth());
@@ -681,6 +686,52 @@ mod tests {
             "stored is delivered: it survives a restart"
         );
         outputs.shutdown(far()).await;
+    }
+
+    #[tokio::test]
+    async fn a_hung_disk_does_not_hold_shutdown_past_its_deadline() {
+        use super::super::{DiskSettings, Queue};
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = Outputs::start(
+            vec![OutputSettings {
+                name: "default".into(),
+                kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
+                queue_events: 8,
+                disk: Some(DiskSettings {
+                    path: Some(dir.path().join("queue")),
+                    max_size: 1 << 20,
+                }),
+            }],
+            OutputMetrics::new(),
+        )
+        .unwrap();
+        let tx = outputs.sender("default").unwrap();
+        tx.send(ev(0)).await.unwrap();
+        let Queue::Disk(d) = &outputs.running[0].sender.queue else {
+            panic!("a disk queue");
+        };
+        // The disk stops answering: its thread is stuck.
+        let stall = d.stall();
+        let sending = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(ev(1)).await }
+        });
+        let started = std::time::Instant::now();
+        let left = outputs
+            .shutdown(Instant::now() + Duration::from_millis(300))
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(left.len(), 1);
+        let sent = tokio::time::timeout(Duration::from_secs(2), sending)
+            .await
+            .expect("the waiting send gave up")
+            .unwrap();
+        assert!(sent.is_err(), "not stored: the input keeps it");
+        drop(stall);
     }
 
     #[tokio::test]

@@ -1,13 +1,12 @@
 //! The leasehold agent: providers, the input runtime, inputs, outputs and CLI.
 
-pub mod ack;
 pub mod cli;
-pub mod event;
 pub mod inputs;
 pub mod kubeconn;
 pub mod monitor;
 pub mod outputs;
 pub mod owner_only;
+pub mod pipeline;
 pub mod redact;
 pub mod runtime;
 pub mod tls;

@@ -89,11 +89,11 @@ pub fn run(args: &RunArgs) -> i32 {
         env: providers::env(),
         host: providers::host(),
         agent: providers::agent(&id, &identity),
-        fields: runtime::sink::AgentFields {
+        fields: crate::pipeline::publisher::AgentFields {
             id,
             name: identity,
             version: env!("CARGO_PKG_VERSION").into(),
-            node: runtime::sink::AgentFields::node_name(),
+            node: crate::pipeline::publisher::AgentFields::node_name(),
         },
     };
     let loaded = match runtime::load(&args.config, &statics) {

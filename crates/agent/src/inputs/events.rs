@@ -30,8 +30,8 @@ use serde_json::{Value as Json, json};
 use super::schedule::{document_id, now_us};
 use super::settings::{Problem, unknown_keys};
 use super::{Input, InputContext};
-use crate::ack::{Ack, AckTarget, InOrder};
-use crate::runtime::sink::EventSink;
+use crate::pipeline::ack::{Ack, AckTarget, InOrder};
+use crate::pipeline::publisher::EventSink;
 
 /// Events per page when re-listing after 410.
 const LIST_PAGE: u32 = 500;
@@ -384,7 +384,7 @@ fn event_time_us(ev: &KubeEvent) -> i64 {
 
 fn rfc3339(t: Option<jiff::Timestamp>) -> Json {
     t.map_or(Json::Null, |t| {
-        Json::String(crate::event::format_timestamp(t))
+        Json::String(crate::pipeline::event::format_timestamp(t))
     })
 }
 

@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 
 use super::settings::{self, Problem, unknown_keys, unresolved};
 use super::{Input, InputContext};
-use crate::runtime::sink::{EventSink, Refused};
+use crate::pipeline::publisher::{EventSink, Refused};
 
 /// Longest stdout line turned into one event, in bytes.
 pub const MAX_LINE: usize = 1024 * 1024;
@@ -431,14 +431,14 @@ mod tests {
         let sink = EventSink::new(
             "x",
             "exec",
-            &crate::runtime::sink::AgentFields {
+            &crate::pipeline::publisher::AgentFields {
                 id: "i".into(),
                 name: "n".into(),
                 version: "v".into(),
                 node: "node".into(),
             },
             &crate::inputs::DataStream::default(),
-            term.map(|token| crate::runtime::sink::TermStamp {
+            term.map(|token| crate::pipeline::publisher::TermStamp {
                 lease: "l".into(),
                 term: 7,
                 token,
@@ -569,7 +569,7 @@ mod tests {
         let file = dir.path().join("leasehold.ndjson");
         wait_for_file(&file).await;
         term.cancel();
-        let ended = crate::event::timestamp_now();
+        let ended = crate::pipeline::event::timestamp_now();
         let r = tokio::time::timeout(Duration::from_secs(10), run)
             .await
             .expect("stopped")

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use settings::{DataStream, Problem};
 
-use crate::runtime::sink::EventSink;
+use crate::pipeline::publisher::EventSink;
 
 /// Input types this agent runs.
 pub const TYPES: [&str; 6] = [

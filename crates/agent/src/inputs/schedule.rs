@@ -51,8 +51,8 @@ pub fn document_id(parts: &[&str]) -> String {
 /// RFC 3339 (UTC, microseconds) of a wall-clock time in microseconds.
 pub fn rfc3339_us(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us)
-        .map(crate::event::format_timestamp)
-        .unwrap_or_else(|_| crate::event::timestamp_now())
+        .map(crate::pipeline::event::format_timestamp)
+        .unwrap_or_else(|_| crate::pipeline::event::timestamp_now())
 }
 
 #[cfg(test)]

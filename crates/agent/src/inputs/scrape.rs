@@ -17,7 +17,7 @@ use super::InputContext;
 use super::http::{Fetcher, HttpSettings};
 use super::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
 use super::settings::{DataStream, Problem, optional_strings, unresolved};
-use crate::runtime::sink::EventSink;
+use crate::pipeline::publisher::EventSink;
 
 /// `Accept` of a scrape: OpenMetrics first, the text format as fallback.
 pub const ACCEPT: &str =

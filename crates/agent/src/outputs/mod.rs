@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::Event;
+use crate::pipeline::event::Event;
 use crate::units::parse_size;
 
 pub use health::{HealthState, OutputHealth};

@@ -15,8 +15,8 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::budget::ByteBudget;
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
-use crate::ack::Ack;
-use crate::event::{Event, TermFence};
+use crate::pipeline::ack::Ack;
+use crate::pipeline::event::{Event, TermFence};
 
 /// Most events taken from the queue for one write.
 pub(super) const MAX_BATCH: usize = 2048;
@@ -551,7 +551,7 @@ mod tests {
 
     #[test]
     fn only_settled_lines_are_acknowledged_and_acks_follow_their_lines() {
-        use crate::ack::{Ack, tests::Recorder};
+        use crate::pipeline::ack::{Ack, tests::Recorder};
         let r = Arc::new(Recorder::default());
         let mut batch = Batch::default();
         batch.push(ev(0)); // no acknowledgement
@@ -571,7 +571,7 @@ mod tests {
 
     #[tokio::test]
     async fn written_events_are_acknowledged_and_unwritten_ones_are_not() {
-        use crate::ack::{Ack, tests::Recorder};
+        use crate::pipeline::ack::{Ack, tests::Recorder};
         let r = Arc::new(Recorder::default());
         let mut g = gated(8);
         let tx = g.outputs.sender("gated").unwrap();
@@ -599,8 +599,8 @@ mod tests {
     /// holds the step-down until it is answered.
     #[tokio::test]
     async fn a_terms_queued_events_are_not_sent_after_it_ended() {
-        use crate::ack::{Ack, tests::Recorder};
-        use crate::event::TermFence;
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        use crate::pipeline::event::TermFence;
         use tokio_util::task::TaskTracker;
         let r = Arc::new(Recorder::default());
         let ended = CancellationToken::new();
@@ -659,7 +659,7 @@ mod tests {
     #[tokio::test]
     async fn an_event_stored_in_the_disk_queue_is_acknowledged_at_once() {
         use super::super::DiskSettings;
-        use crate::ack::{Ack, tests::Recorder};
+        use crate::pipeline::ack::{Ack, tests::Recorder};
         let dir = tempfile::tempdir().unwrap();
         let r = Arc::new(Recorder::default());
         let outputs = Outputs::start(
@@ -697,6 +697,7 @@ mod tests {
                 name: "default".into(),
                 kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
                 queue_events: 8,
+                memory: Default::default(),
                 disk: Some(DiskSettings {
                     path: Some(dir.path().join("queue")),
                     max_size: 1 << 20,

@@ -11,7 +11,6 @@ pub mod config;
 pub mod elections;
 pub mod providers;
 pub mod reconcile;
-pub mod sink;
 pub mod supervisor;
 
 use std::collections::HashMap;
@@ -31,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 use self::config::AgentSettings;
 use self::elections::{Election, ElectionEvent};
 use self::reconcile::{Action, Binding, Instance};
-use self::sink::{AgentFields, EventSink, TermStamp};
 use self::supervisor::{GatedFailure, Supervised};
 use crate::inputs::filestream::registry::Registries;
 use crate::inputs::{self, InputSpec};
@@ -40,6 +38,7 @@ use crate::monitor::metrics::AgentMetrics;
 use crate::monitor::status::{DroppedInput, ElectionState, OutputStatus, StatusBoard};
 use crate::monitor::{Monitor, SharedRegistry};
 use crate::outputs::{self, OutputMetrics, Outputs};
+use crate::pipeline::publisher::{AgentFields, EventSink, TermStamp};
 use crate::redact::Redactor;
 
 /// The `/status` problem of a filestream registry that cannot be written:

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::sink::EventSink;
 use crate::inputs::{InputContext, InputSpec};
 use crate::monitor::metrics::AgentMetrics;
 use crate::monitor::status::StatusBoard;
+use crate::pipeline::publisher::EventSink;
 
 /// The first wait before a restart; it doubles up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);

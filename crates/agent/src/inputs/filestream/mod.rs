@@ -33,7 +33,7 @@ use self::scanner::Found;
 use self::settings::StreamSettings;
 use super::settings::{DataStream, Problem};
 use super::{Input, InputContext};
-use crate::runtime::sink::EventSink;
+use crate::pipeline::publisher::EventSink;
 
 /// A `filestream` input: one or more streams.
 #[derive(Debug)]

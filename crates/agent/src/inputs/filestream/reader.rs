@@ -19,8 +19,8 @@ use super::parsers;
 use super::pipeline::{Message, Pipeline};
 use super::registry::Cursor;
 use super::settings::StreamSettings;
-use crate::ack::Ack;
-use crate::runtime::sink::{EventSink, Refused, payload_fields};
+use crate::pipeline::ack::Ack;
+use crate::pipeline::publisher::{EventSink, Refused, payload_fields};
 
 /// Bytes read at once.
 const CHUNK: usize = 64 * 1024;

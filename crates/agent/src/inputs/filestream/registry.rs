@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use super::identity::{FileId, Fingerprint};
 use super::window::AckWindow;
-use crate::ack::AckTarget;
 use crate::owner_only;
+use crate::pipeline::ack::AckTarget;
 
 /// How often changed registries are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);

@@ -170,14 +170,14 @@ impl Input for SystemMetrics {
 async fn run_stream(
     input_id: String,
     stream: Stream,
-    sink: crate::runtime::sink::EventSink,
+    sink: crate::pipeline::publisher::EventSink,
     cancel: tokio_util::sync::CancellationToken,
 ) {
     let host = Host::new(&stream.root);
     let period_ms = stream.period.as_millis() as u64;
     // A first CPU reading now, so the first period already has a delta.
     let mut prev_cpu = host.cpu_ticks().ok().map(|(t, _)| t);
-    let sinks: Vec<(String, crate::runtime::sink::EventSink, String)> = stream
+    let sinks: Vec<(String, crate::pipeline::publisher::EventSink, String)> = stream
         .metricsets
         .iter()
         .map(|ms| {

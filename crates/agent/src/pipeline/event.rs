@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::ack::Ack;
+use crate::pipeline::ack::Ack;
 
 /// The leadership term a leader-gated event was produced in. Once the
 /// term ends its events must not reach a sink: the successor re-reads

@@ -10,11 +10,11 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::ack::Ack;
-use crate::event::{Event, TermFence, timestamp_now};
 use crate::inputs::DataStream;
 use crate::monitor::metrics::AgentMetrics;
 use crate::outputs::EventSender;
+use crate::pipeline::ack::Ack;
+use crate::pipeline::event::{Event, TermFence, timestamp_now};
 
 /// The agent's own fields on every event.
 #[derive(Debug, Clone)]

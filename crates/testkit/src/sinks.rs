@@ -356,22 +356,36 @@ impl TestSink {
     /// searches with 503 ("all shards failed") until its primary shards
     /// start; such a read waits for the index's health to reach yellow and
     /// is made once more.
+    ///
+    /// Yellow can come a moment before a shard that just recovered answers
+    /// searches, so the read is made again after each wait, until it is
+    /// answered or [`SHARDS_WITHIN`] has passed (at most 50 tries).
     fn read(&self, method: &str, path: &str, body: Option<&[u8]>, index: &str) -> Result<Value> {
-        let (status, v) = self.request(method, path, body)?;
-        if status != 503 {
-            return Self::checked(method, path, status, v);
-        }
-        let health = format!(
-            "/_cluster/health/{index}?wait_for_status=yellow&timeout={}s",
-            SHARDS_WITHIN.as_secs()
-        );
-        let (health_status, h) = self.request("GET", &health, None)?;
-        if health_status != 200 {
-            bail!(
-                "{method} {path}: HTTP 503: {v}; and {index} did not reach yellow within {SHARDS_WITHIN:?}: HTTP {health_status}: {h}"
+        let deadline = std::time::Instant::now() + SHARDS_WITHIN;
+        let mut tries = 0;
+        loop {
+            let (status, v) = self.request(method, path, body)?;
+            if status != 503 {
+                return Self::checked(method, path, status, v);
+            }
+            tries += 1;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || tries >= 50 {
+                bail!("{method} {path}: HTTP 503 for {SHARDS_WITHIN:?} ({tries} tries): {v}");
+            }
+            let health = format!(
+                "/_cluster/health/{index}?wait_for_status=yellow&timeout={}ms",
+                left.as_millis().max(1)
             );
+            let (health_status, h) = self.request("GET", &health, None)?;
+            if health_status != 200 {
+                bail!(
+                    "{method} {path}: HTTP 503: {v}; and {index} did not reach yellow within {SHARDS_WITHIN:?}: HTTP {health_status}: {h}"
+                );
+            }
+            // Yellow, yet refused: the shard is finishing its recovery.
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        self.ok(method, path, body)
     }
 
     fn checked(method: &str, path: &str, status: u16, v: Value) -> Result<Value> {

@@ -690,7 +690,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_hung_disk_does_not_hold_shutdown_past_its_deadline() {
-        use super::super::{DiskSettings, Queue};
+        use super::super::DiskSettings;
+        use super::super::running::Queue;
         let dir = tempfile::tempdir().unwrap();
         let outputs = Outputs::start(
             vec![OutputSettings {

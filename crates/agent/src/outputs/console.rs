@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::queue::{Batch, Sink};
+use super::queue::{Batch, BlockingSink};
 
 /// Writes batches to standard output (or, in tests, to any writer).
 pub(super) struct ConsoleSink {
@@ -24,7 +24,7 @@ impl ConsoleSink {
     }
 }
 
-impl Sink for ConsoleSink {
+impl BlockingSink for ConsoleSink {
     fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
         self.buf.clear();
         for line in batch.pending() {

@@ -13,7 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::FileSettings;
-use super::queue::{Batch, Sink};
+use super::queue::{Batch, BlockingSink};
 
 /// Mode of the directory when the output creates it.
 const DIR_MODE: u32 = 0o750;
@@ -107,7 +107,7 @@ impl FileSink {
     }
 }
 
-impl Sink for FileSink {
+impl BlockingSink for FileSink {
     fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
         let limit = self.settings.rotate_bytes();
         while batch.done < batch.lines.len() {

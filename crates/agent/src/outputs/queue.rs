@@ -7,6 +7,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -175,14 +176,17 @@ fn retain_tail<T>(mut items: Vec<T>, from: usize, keep: impl Iterator<Item = boo
 /// The longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
-/// Where an output's lines go. Its methods block; the writer calls them on
-/// tokio's blocking threads.
+/// Where an output's lines go. The writer awaits each write and gives up
+/// on it at once when aborted; a network sink does its requests on the
+/// runtime (no thread blocked waiting for an answer), and a sink whose
+/// writes block (a file, standard output) runs them on tokio's blocking
+/// threads through [`Blocking`].
 pub(super) trait Sink: Send + 'static {
     /// Writes the pending lines of `batch`, advancing `batch.done` past
     /// every line known to be written whole, also when failing part way.
-    fn write(&mut self, batch: &mut Batch) -> io::Result<()>;
+    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>>;
     /// Makes what was written durable (fsync for files).
-    fn sync(&mut self) -> io::Result<()>;
+    fn sync(&mut self) -> BoxFuture<'_, io::Result<()>>;
     /// What the sink writes to, for messages (a path or `stdout`).
     fn target(&self) -> String;
     /// Most lines handed to one [`Sink::write`].
@@ -192,6 +196,92 @@ pub(super) trait Sink: Send + 'static {
     /// First and longest wait between retries of a failed write.
     fn backoff(&self) -> (Duration, Duration) {
         (BACKOFF_START, BACKOFF_MAX)
+    }
+}
+
+/// A sink whose methods block: wrapped in [`Blocking`] to become a
+/// [`Sink`].
+pub(super) trait BlockingSink: Send + 'static {
+    /// As [`Sink::write`], blocking.
+    fn write(&mut self, batch: &mut Batch) -> io::Result<()>;
+    /// As [`Sink::sync`], blocking.
+    fn sync(&mut self) -> io::Result<()>;
+    /// As [`Sink::target`].
+    fn target(&self) -> String;
+    /// As [`Sink::max_batch`].
+    fn max_batch(&self) -> usize {
+        MAX_BATCH
+    }
+}
+
+/// Runs a [`BlockingSink`] on tokio's blocking threads, one call at a time.
+pub(super) struct Blocking<S> {
+    /// `None` only while a call runs, or after a call was abandoned (the
+    /// writer is gone then too).
+    inner: Option<S>,
+    target: String,
+    max_batch: usize,
+}
+
+impl<S: BlockingSink> Blocking<S> {
+    pub(super) fn new(sink: S) -> Blocking<S> {
+        Blocking {
+            target: sink.target(),
+            max_batch: sink.max_batch(),
+            inner: Some(sink),
+        }
+    }
+
+    /// Runs `call` on the sink on a blocking thread.
+    async fn run<T: Send + 'static>(
+        &mut self,
+        call: impl FnOnce(&mut S) -> T + Send + 'static,
+    ) -> io::Result<T> {
+        let mut sink = self
+            .inner
+            .take()
+            .ok_or_else(|| io::Error::other("the sink was lost by an abandoned write"))?;
+        let joined = tokio::task::spawn_blocking(move || {
+            let out = call(&mut sink);
+            (sink, out)
+        })
+        .await;
+        match joined {
+            Ok((sink, out)) => {
+                self.inner = Some(sink);
+                Ok(out)
+            }
+            Err(e) => Err(io::Error::other(format!("a write panicked: {e}"))),
+        }
+    }
+}
+
+impl<S: BlockingSink> Sink for Blocking<S> {
+    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            let taken = std::mem::take(batch);
+            let (back, result) = self
+                .run(move |s| {
+                    let mut b = taken;
+                    let r = s.write(&mut b);
+                    (b, r)
+                })
+                .await?;
+            *batch = back;
+            result
+        })
+    }
+
+    fn sync(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async move { self.run(|s| s.sync()).await? })
+    }
+
+    fn target(&self) -> String {
+        self.target.clone()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.max_batch
     }
 }
 
@@ -220,7 +310,7 @@ pub(super) async fn run_writer(
     disk: Option<Arc<DiskQueue>>,
     budget: ByteBudget,
 ) -> usize {
-    let mut sink = Some(sink);
+    let mut sink = sink;
     let mut closed = false;
     loop {
         let first = tokio::select! {
@@ -238,10 +328,8 @@ pub(super) async fn run_writer(
             ev = rx.recv() => ev,
         };
         let Some(first) = first else { break };
-        let max_batch = sink.as_ref().map_or(MAX_BATCH, |s| s.max_batch().max(1));
-        let (backoff_start, backoff_max) = sink
-            .as_ref()
-            .map_or((BACKOFF_START, BACKOFF_MAX), |s| s.backoff());
+        let max_batch = sink.max_batch().max(1);
+        let (backoff_start, backoff_max) = sink.backoff();
         let mut batch = Batch::default();
         // The bytes the batch's events took from the budget, given back
         // once the batch is done (written, settled or discarded).
@@ -274,32 +362,16 @@ pub(super) async fn run_writer(
             if batch.remaining() == 0 {
                 break;
             }
-            let Some(s) = sink.take() else {
-                return batch.remaining() + rx.len();
-            };
             let (done, dropped, duplicates) = (batch.done, batch.dropped, batch.duplicates);
             // If the write is abandoned its progress is unknown: count all.
             let pending = batch.remaining();
             let started = std::time::Instant::now();
-            let work = tokio::task::spawn_blocking(move || {
-                let mut s = s;
-                let result = s.write(&mut batch);
-                (s, batch, result)
-            });
-            let (s, b, result) = tokio::select! {
+            let result = tokio::select! {
                 biased;
-                joined = work => match joined {
-                    Ok(done) => done,
-                    Err(e) => {
-                        tracing::error!(output = %name, error = %e, "output writer stopped: a write panicked");
-                        return pending + rx.len();
-                    }
-                },
+                r = sink.write(&mut batch) => r,
                 _ = control.abort.cancelled() => return pending + rx.len(),
             };
             metrics.latency.observe(started.elapsed().as_secs_f64());
-            sink = Some(s);
-            batch = b;
             // Acknowledged before the terms' step-down may complete, so a
             // leader's last checkpoint includes what it delivered.
             batch.acknowledge_from(done);
@@ -329,7 +401,7 @@ pub(super) async fn run_writer(
                     break;
                 }
                 Err(e) => {
-                    let target = sink.as_ref().map(|s| s.target()).unwrap_or_default();
+                    let target = sink.target();
                     // At least our backoff; longer if the server asked.
                     let wait = batch
                         .retry_after
@@ -359,20 +431,15 @@ pub(super) async fn run_writer(
         metrics.set_bytes(budget.used());
     }
     metrics.set_depth(0);
-    if let Some(mut s) = sink {
-        let work = tokio::task::spawn_blocking(move || {
-            let result = s.sync();
-            (s.target(), result)
-        });
-        tokio::select! {
-            biased;
-            joined = work => {
-                if let Ok((target, Err(e))) = joined {
-                    tracing::warn!(output = %name, path = %target, error = %e, "output flush failed");
-                }
+    let target = sink.target();
+    tokio::select! {
+        biased;
+        r = sink.sync() => {
+            if let Err(e) = r {
+                tracing::warn!(output = %name, path = %target, error = %e, "output flush failed");
             }
-            _ = control.abort.cancelled() => {}
         }
+        _ = control.abort.cancelled() => {}
     }
     0
 }
@@ -469,7 +536,7 @@ mod tests {
         gate: std::sync::mpsc::Receiver<()>,
     }
 
-    impl Sink for GateSink {
+    impl BlockingSink for GateSink {
         fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
             let _ = self.entered.send(batch.remaining());
             let _ = self.gate.recv();

@@ -10,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::ByteBudget;
 use super::metrics::OutputHandles;
-use super::queue::{self, Control, Sink};
+#[cfg(test)]
+use super::queue::BlockingSink;
+use super::queue::{self, Blocking, Control, Sink};
 use super::settings::{MemoryLimits, OutputKind, OutputSettings, shared_disk_paths};
 use super::{OutputHealth, OutputMetrics, console, disk, elasticsearch, file, otlp};
 use crate::pipeline::event::Event;
@@ -219,26 +221,24 @@ impl Outputs {
         settings: Vec<OutputSettings>,
         metrics: OutputMetrics,
     ) -> std::io::Result<Outputs> {
-        let runtime = || {
-            tokio::runtime::Handle::try_current()
-                .map_err(|e| std::io::Error::other(format!("outputs need a tokio runtime: {e}")))
-        };
         if let Some(e) = shared_disk_paths(&settings).first() {
             return Err(std::io::Error::other(e.to_string()));
         }
         let mut planned = Vec::with_capacity(settings.len());
         for s in settings {
             let sink: Box<dyn Sink> = match &s.kind {
-                OutputKind::Console => Box::new(console::ConsoleSink::stdout()),
-                OutputKind::File(f) => Box::new(file::FileSink::open(f.clone()).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name))
-                })?),
+                OutputKind::Console => Box::new(Blocking::new(console::ConsoleSink::stdout())),
+                OutputKind::File(f) => {
+                    Box::new(Blocking::new(file::FileSink::open(f.clone()).map_err(
+                        |e| std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name)),
+                    )?))
+                }
                 OutputKind::Elasticsearch(es) => Box::new(
-                    elasticsearch::ElasticsearchSink::new(&s.name, es.clone(), runtime()?)
+                    elasticsearch::ElasticsearchSink::new(&s.name, es.clone())
                         .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
                 ),
                 OutputKind::Otlp(o) => Box::new(
-                    otlp::OtlpSink::new(&s.name, o.clone(), runtime()?)
+                    otlp::OtlpSink::new(&s.name, o.clone())
                         .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
                 ),
             };
@@ -278,8 +278,8 @@ impl Outputs {
     /// Spawns a writer for each (name, queue capacity, sink), queues in
     /// memory.
     #[cfg(test)]
-    pub(super) fn launch(
-        sinks: Vec<(String, usize, Box<dyn Sink>)>,
+    pub(super) fn launch<S: BlockingSink>(
+        sinks: Vec<(String, usize, Box<S>)>,
         metrics: OutputMetrics,
     ) -> std::io::Result<Outputs> {
         Self::launch_queued(
@@ -288,7 +288,7 @@ impl Outputs {
                 .map(|(name, capacity, sink)| Planned {
                     name,
                     capacity,
-                    sink,
+                    sink: Box::new(Blocking::new(*sink)) as Box<dyn Sink>,
                     disk: None,
                     memory: MemoryLimits::default(),
                 })

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use hyper::StatusCode;
 
 use super::queue::{Batch, Sink};
@@ -38,7 +39,6 @@ const REQUESTS_PER_WORKER: usize = 4;
 pub(super) struct ElasticsearchSink {
     name: Arc<str>,
     client: Arc<Client>,
-    runtime: tokio::runtime::Handle,
     bulk_max_size: usize,
     worker: usize,
     backoff: (Duration, Duration),
@@ -52,11 +52,7 @@ pub(super) struct ElasticsearchSink {
 
 impl ElasticsearchSink {
     /// A sink for `settings`; errors name the setting that cannot be used.
-    pub(super) fn new(
-        name: &str,
-        settings: ElasticsearchSettings,
-        runtime: tokio::runtime::Handle,
-    ) -> Result<Self, String> {
+    pub(super) fn new(name: &str, settings: ElasticsearchSettings) -> Result<Self, String> {
         let bulk_max_size = settings.bulk_max_size.max(1);
         let worker = settings.worker.max(1);
         let backoff = (settings.backoff_init, settings.backoff_max);
@@ -65,7 +61,6 @@ impl ElasticsearchSink {
             redactor,
             name: name.into(),
             client: Arc::new(Client::new(settings)?),
-            runtime,
             bulk_max_size,
             worker,
             backoff,
@@ -92,13 +87,27 @@ impl ElasticsearchSink {
             .collect();
         let mut first_error = None;
         // `worker` requests in flight; the next starts as soon as one ends.
-        let requests = chunks.into_iter().map(|(start, chunk)| async move {
-            let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
-            for line in chunk {
-                bulk::append(&mut body, line);
-            }
-            (start, chunk.len(), self.client.bulk(body).await)
-        });
+        // Boxed so the requests' future is `Send` for every lifetime of
+        // the batch (the writer awaits it on the runtime).
+        type Answer = (
+            usize,
+            usize,
+            Result<(StatusCode, hyper::body::Bytes), RequestError>,
+        );
+        let requests: Vec<BoxFuture<'_, Answer>> = chunks
+            .into_iter()
+            .map(|(start, chunk)| -> BoxFuture<'_, Answer> {
+                let client = Arc::clone(&self.client);
+                // The body is built when the request starts, not before.
+                Box::pin(async move {
+                    let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
+                    for line in chunk {
+                        bulk::append(&mut body, line);
+                    }
+                    (start, chunk.len(), client.bulk(body).await)
+                })
+            })
+            .collect();
         let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.worker);
         while let Some((start, n, result)) = answers.next().await {
             match result {
@@ -131,9 +140,38 @@ impl ElasticsearchSink {
 }
 
 impl Sink for ElasticsearchSink {
-    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
-        let (outcomes, request_error) = self.runtime.block_on(self.send(batch.pending()));
+    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move {
+            let (outcomes, request_error) = self.send(batch.pending()).await;
+            self.settle(batch, outcomes, request_error)
+        })
+    }
 
+    fn sync(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn target(&self) -> String {
+        self.redactor.redact(&self.client.hosts())
+    }
+
+    fn max_batch(&self) -> usize {
+        self.bulk_max_size * self.worker * REQUESTS_PER_WORKER
+    }
+
+    fn backoff(&self) -> (Duration, Duration) {
+        self.backoff
+    }
+}
+
+impl ElasticsearchSink {
+    /// Settles `batch`'s pending lines by what the server answered.
+    fn settle(
+        &self,
+        batch: &mut Batch,
+        outcomes: Vec<Option<Outcome>>,
+        request_error: Option<String>,
+    ) -> io::Result<()> {
         let mut settled = Vec::with_capacity(outcomes.len());
         let mut dropped: Vec<(u16, String)> = Vec::new();
         let mut item_retry: Option<(u16, String)> = None;
@@ -181,21 +219,5 @@ impl Sink for ElasticsearchSink {
             "{left} documents not written: {}",
             self.redactor.redact(&why)
         )))
-    }
-
-    fn sync(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn target(&self) -> String {
-        self.redactor.redact(&self.client.hosts())
-    }
-
-    fn max_batch(&self) -> usize {
-        self.bulk_max_size * self.worker * REQUESTS_PER_WORKER
-    }
-
-    fn backoff(&self) -> (Duration, Duration) {
-        self.backoff
     }
 }

@@ -15,6 +15,8 @@ mod transport;
 use std::io;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
+
 use super::queue::{Batch, Sink};
 use crate::redact::Redactor;
 pub use settings::OtlpSettings;
@@ -25,7 +27,6 @@ pub(super) struct OtlpSink {
     name: String,
     endpoint: String,
     transport: Transport,
-    runtime: tokio::runtime::Handle,
     bulk_max_size: usize,
     backoff: (Duration, Duration),
     /// Keeps the output's credentials out of its errors.
@@ -34,20 +35,13 @@ pub(super) struct OtlpSink {
 
 impl OtlpSink {
     /// A sink for `settings`; errors name the setting that cannot be used.
-    pub(super) fn new(
-        name: &str,
-        settings: OtlpSettings,
-        runtime: tokio::runtime::Handle,
-    ) -> Result<Self, String> {
-        let transport = {
-            let _guard = runtime.enter();
-            Transport::new(&settings)?
-        };
+    /// Called within the runtime (the gRPC channel is made lazily on it).
+    pub(super) fn new(name: &str, settings: OtlpSettings) -> Result<Self, String> {
+        let transport = Transport::new(&settings)?;
         Ok(OtlpSink {
             name: name.to_string(),
             endpoint: settings.endpoint.clone(),
             transport,
-            runtime,
             bulk_max_size: settings.bulk_max_size.max(1),
             backoff: (settings.backoff_init, settings.backoff_max),
             redactor: settings.redactor(),
@@ -64,13 +58,36 @@ enum Sent {
 }
 
 impl Sink for OtlpSink {
-    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(self.export(batch))
+    }
+
+    fn sync(&mut self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn target(&self) -> String {
+        self.redactor.redact(&self.endpoint)
+    }
+
+    fn max_batch(&self) -> usize {
+        self.bulk_max_size
+    }
+
+    fn backoff(&self) -> (Duration, Duration) {
+        self.backoff
+    }
+}
+
+impl OtlpSink {
+    /// Exports the pending lines of `batch` and settles them by the answers.
+    async fn export(&mut self, batch: &mut Batch) -> io::Result<()> {
         let now_ns = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
         let lines: Vec<&[u8]> = batch.pending().iter().map(Vec::as_slice).collect();
         let c = convert::convert(&lines, now_ns);
         let n = lines.len();
         let transport = &mut self.transport;
-        let (logs, metrics) = self.runtime.block_on(async {
+        let (logs, metrics) = {
             let logs = if c.log_lines.is_empty() {
                 None
             } else {
@@ -88,7 +105,7 @@ impl Sink for OtlpSink {
                 })
             };
             (logs, metrics)
-        });
+        };
 
         let mut settled = vec![false; n];
         let mut error: Option<ExportError> = None;
@@ -142,21 +159,5 @@ impl Sink for OtlpSink {
                 )))
             }
         }
-    }
-
-    fn sync(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn target(&self) -> String {
-        self.redactor.redact(&self.endpoint)
-    }
-
-    fn max_batch(&self) -> usize {
-        self.bulk_max_size
-    }
-
-    fn backoff(&self) -> (Duration, Duration) {
-        self.backoff
     }
 }

@@ -8,7 +8,7 @@
 mod agents;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agents::*;
@@ -189,49 +189,6 @@ fn a_registry_that_cannot_be_written_is_reported_and_fails_readiness() -> Result
     Ok(())
 }
 
-/// A real HTTP server (Python's) serving a file from a directory.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Result<Server> {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-            l.local_addr()?.port()
-        };
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                "--bind",
-                "127.0.0.1",
-                &port.to_string(),
-            ])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("python3 -m http.server")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                bail!("the HTTP server did not listen on {port}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(Server { child, port })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A scrape whose answer is larger than a scrape reads (64 MiB) shows the
 /// input failing in `/status`, with the fix, and `status --agent` exits 1.
 /// Before, it failed every period with only a WARN while `/status` showed
@@ -255,7 +212,7 @@ fn a_scrape_over_the_size_limit_shows_the_input_failing() -> Result<()> {
             n += 1;
         }
     }
-    let server = Server::start(&www)?;
+    let server = agents::static_http::StaticHttp::start(&www)?;
     let out = dir.path().join("out");
     let policy = dir.path().join("policy.yml");
     std::fs::write(

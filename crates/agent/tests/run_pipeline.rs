@@ -96,10 +96,31 @@ fn events_policy(url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_queued_while_the_sink_is_down_survive_a_sigkill_and_a_sigterm_handover()
 -> Result<()> {
+    sink_down_across_handovers(false, "pipe-down").await
+}
+
+/// As above with a disk queue: what the stopped leaders stored is
+/// acknowledged on storage (their successors resume after it) and sent
+/// when they start again on the same disk; the index holds each Event
+/// once (the repeats are answered 409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_stored_in_disk_queues_while_the_sink_is_down_arrive_once_after_handovers()
+-> Result<()> {
+    sink_down_across_handovers(true, "pipe-disk").await
+}
+
+async fn sink_down_across_handovers(disk: bool, prefix: &str) -> Result<()> {
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
     let mut sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
-    let mut c = Cluster::start(plane, "pipe-down", 3, Some(events_policy(sink.url()))).await?;
+    let mut text = events_policy(sink.url());
+    if disk {
+        text = text.replace(
+            "    timeout: 2s\n",
+            "    timeout: 2s\n    queue.disk.path: ${env.OUT_DIR}/queue\n",
+        );
+    }
+    let mut c = Cluster::start(plane, prefix, 3, Some(text)).await?;
     grant_events(plane, c.ns.name()).await?;
     let api: Api<Event> = Api::namespaced(plane.admin_client().await?, c.ns.name());
     let stop = Arc::new(AtomicBool::new(false));
@@ -135,13 +156,23 @@ async fn events_queued_while_the_sink_is_down_survive_a_sigkill_and_a_sigterm_ha
     // The outputs cannot drain: the shutdown timeout (10 s) ends it.
     assert_eq!(a.wait_exit(Duration::from_secs(20))?, Some(0));
     let log = a.log();
-    assert!(
-        log.contains("could not be written before the shutdown timeout"),
-        "{log}"
-    );
+    let left = if disk {
+        "stay in the disk queue"
+    } else {
+        "could not be written before the shutdown timeout"
+    };
+    assert!(log.contains(left), "{log}");
 
     let third = c.leader_after(now_us(), &[&first, &second])?;
     sink.start_again()?;
+    if disk {
+        // The stopped agents start again on their disks and send what
+        // they stored.
+        for name in [&first, &second] {
+            let i = Cluster::index(name);
+            c.agents[i] = Some(c.spawn(i as u32 + 1)?);
+        }
+    }
     // Some more Events after the sink is back, then stop creating.
     let third_agent = c.agent(&third);
     let shipped = metric(
@@ -173,7 +204,8 @@ async fn events_queued_while_the_sink_is_down_survive_a_sigkill_and_a_sigterm_ha
     let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
     let twice: Vec<(&String, &usize)> = by.iter().filter(|(_, n)| **n > 1).collect();
     println!(
-        "{created} Events created, {} indexed from tick-{from}; leaders {first} (SIGKILL, sink down), {second} (SIGTERM, sink down), {third}; {} documents",
+        "{} queue: {created} Events created, {} indexed from tick-{from}; leaders {first} (SIGKILL, sink down), {second} (SIGTERM, sink down), {third}; {} documents",
+        if disk { "disk" } else { "memory" },
         by.len(),
         docs.len()
     );
@@ -391,23 +423,56 @@ async fn a_write_block_keeps_documents_until_it_is_lifted() -> Result<()> {
     Ok(())
 }
 
+/// The agents of each period in `docs` (by `@timestamp`), checked: every
+/// period but the first and last (agents start and stop at different
+/// times) has all `n` agents; returns (periods, inner periods).
+fn every_agent_every_period(docs: &[Value], n: usize, what: &str) -> Result<(usize, usize)> {
+    let mut by_period: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for d in docs {
+        by_period
+            .entry(d["@timestamp"].as_str().unwrap_or("").into())
+            .or_default()
+            .insert(d["agent"]["name"].as_str().unwrap_or("").into());
+    }
+    let all: Vec<(&String, &BTreeSet<String>)> = by_period.iter().collect();
+    let inner = &all[1.min(all.len())..all.len().saturating_sub(1)];
+    if inner.len() < 3 {
+        bail!("{what}: fewer than 3 whole periods: {by_period:?}");
+    }
+    for (at, who) in inner {
+        if who.len() != n {
+            bail!("{what}: period {at} has only {who:?}");
+        }
+    }
+    Ok((all.len(), inner.len()))
+}
+
 /// Three agents of one DaemonSet policy, each on its own node, run the
-/// same node-local `system/metrics` input into one OpenSearch: every
-/// agent's document of every period is there. Before, the ids named the
-/// input, metricset and period only, and one node's document per period
-/// survived.
+/// same node-local `system/metrics` input and the same scrape of a local
+/// target (as a DaemonSet scrapes `localhost:9100` on every node) into one
+/// OpenSearch: every agent's document of every period is there. Before,
+/// the ids named the input, metricset, object and period only, and one
+/// node's document per period survived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_local_documents_of_every_node_are_kept() -> Result<()> {
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
     let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
     let dir = tempfile::tempdir()?;
+    let www = dir.path().join("www");
+    std::fs::create_dir(&www)?;
+    std::fs::write(
+        www.join("metrics"),
+        "# TYPE node_load1 gauge\nnode_load1 0.5\n",
+    )?;
+    let target = agents::static_http::StaticHttp::start(&www)?;
     let policy = dir.path().join("policy.yml");
     std::fs::write(
         &policy,
         format!(
-            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\ninputs:\n  - id: system\n    type: system/metrics\n    period: 1s\n    metricsets: [uptime, load]\n",
-            sink.url()
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\ninputs:\n  - id: system\n    type: system/metrics\n    period: 1s\n    metricsets: [uptime, load]\n  - id: node-exporter\n    type: prometheus/metrics\n    streams:\n      - metricsets: [collector]\n        hosts: ['http://127.0.0.1:{}']\n        metrics_path: /metrics\n        period: 1s\n",
+            sink.url(),
+            target.port
         ),
     )?;
     let mut agents = Vec::new();
@@ -424,60 +489,56 @@ async fn node_local_documents_of_every_node_are_kept() -> Result<()> {
         a.wait_ready()?;
         agents.push(a);
     }
-    let index = "metrics-system.uptime-default";
-    let docs = wait_docs(
-        &sink,
-        index,
-        &["agent.name", "@timestamp"],
-        Duration::from_secs(30),
-        "five periods of every agent",
-        |d| {
-            let mut per: BTreeMap<String, usize> = BTreeMap::new();
-            for x in d {
-                *per.entry(x["agent"]["name"].as_str().unwrap_or("").into())
-                    .or_insert(0) += 1;
-            }
-            per.len() == 3 && per.values().all(|n| *n >= 5)
-        },
-    )?;
+    let indices = [
+        "metrics-system.uptime-default",
+        "metrics-prometheus.collector-default",
+    ];
+    for index in indices {
+        wait_docs(
+            &sink,
+            index,
+            &["agent.name", "@timestamp"],
+            Duration::from_secs(30),
+            "five periods of every agent",
+            |d| {
+                let mut per: BTreeMap<String, usize> = BTreeMap::new();
+                for x in d {
+                    *per.entry(x["agent"]["name"].as_str().unwrap_or("").into())
+                        .or_insert(0) += 1;
+                }
+                per.len() == 3 && per.values().all(|n| *n >= 5)
+            },
+        )?;
+    }
+    // No agent's document was taken for another's (answered 409).
+    for a in &agents {
+        let m = a.get("/metrics")?.1;
+        let written = metric(
+            &m,
+            "leasehold_output_events_written_total{output=\"default\"}",
+        );
+        assert!(written > 0, "{m}");
+        assert_eq!(
+            metric(
+                &m,
+                "leasehold_output_events_duplicate_total{output=\"default\"}"
+            ),
+            0,
+            "{m}"
+        );
+    }
     for a in &agents {
         a.signal(libc::SIGTERM);
     }
     for a in &mut agents {
         assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
     }
-    let docs = sources(&sink, index, &["agent.name", "@timestamp"]).unwrap_or(docs);
-    // Every period one agent wrote, all three wrote (the first and last
-    // periods may be partial: agents start and stop at different times).
-    let mut by_period: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for d in &docs {
-        by_period
-            .entry(d["@timestamp"].as_str().unwrap_or("").into())
-            .or_default()
-            .insert(d["agent"]["name"].as_str().unwrap_or("").into());
-    }
-    let periods: Vec<&BTreeSet<String>> = by_period.values().collect();
-    let inner = &periods[1..periods.len().saturating_sub(1)];
-    println!(
-        "{} uptime documents over {} periods; {} inner periods",
-        docs.len(),
-        periods.len(),
-        inner.len()
-    );
-    assert!(inner.len() >= 3, "{by_period:?}");
-    for (at, who) in &by_period {
-        if inner.iter().any(|p| std::ptr::eq(*p, who)) {
-            assert_eq!(who.len(), 3, "period {at}: only {who:?}");
-        }
-    }
-    for a in &agents {
-        let m = a.get("/metrics").map(|r| r.1).unwrap_or_default();
-        assert_eq!(
-            metric(
-                &m,
-                "leasehold_output_events_duplicate_total{output=\"default\"}"
-            ),
-            0
+    for index in indices {
+        let docs = sources(&sink, index, &["agent.name", "@timestamp"])?;
+        let (periods, inner) = every_agent_every_period(&docs, 3, index)?;
+        println!(
+            "{index}: {} documents over {periods} periods, {inner} whole",
+            docs.len()
         );
     }
     Ok(())

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod cluster;
 pub mod docs;
+pub mod static_http;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

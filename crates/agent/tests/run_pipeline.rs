@@ -99,10 +99,12 @@ async fn events_queued_while_the_sink_is_down_survive_a_sigkill_and_a_sigterm_ha
     sink_down_across_handovers(false, "pipe-down").await
 }
 
-/// As above with a disk queue: what the stopped leaders stored is
-/// acknowledged on storage (their successors resume after it) and sent
-/// when they start again on the same disk; the index holds each Event
-/// once (the repeats are answered 409).
+/// As above with a disk queue: what the stopped leaders stored is not
+/// acknowledged on storage (the Lease's checkpoint is the cluster's, the
+/// disk is the node's), so their successors resume before it; started
+/// again on the same disk, they discard it (its term ended with the run
+/// that stored it) instead of sending it after the successors' data. The
+/// index holds each Event once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_stored_in_disk_queues_while_the_sink_is_down_arrive_once_after_handovers()
 -> Result<()> {
@@ -166,11 +168,19 @@ async fn sink_down_across_handovers(disk: bool, prefix: &str) -> Result<()> {
     let third = c.leader_after(now_us(), &[&first, &second])?;
     sink.start_again()?;
     if disk {
-        // The stopped agents start again on their disks and send what
-        // they stored.
+        // The stopped agents start again on their disks and discard the
+        // gated Events they stored: their terms are over.
         for name in [&first, &second] {
             let i = Cluster::index(name);
             c.agents[i] = Some(c.spawn(i as u32 + 1)?);
+        }
+        for name in [&first, &second] {
+            wait_metric(
+                c.agent(name),
+                "leasehold_output_events_term_ended_total{output=\"es\"}",
+                Duration::from_secs(30),
+                |n| n >= 1,
+            )?;
         }
     }
     // Some more Events after the sink is back, then stop creating.
@@ -223,6 +233,18 @@ async fn sink_down_across_handovers(disk: bool, prefix: &str) -> Result<()> {
 /// term's queue went out after the new leader had started.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stepped_down_leaders_queued_documents_never_reach_the_sink() -> Result<()> {
+    stepped_down_leader(false, "pipe-fence").await
+}
+
+/// As above with a disk queue: the documents the old term stored on disk
+/// are discarded at its step-down as those in memory are. Before, they
+/// were acknowledged when stored and sent once the sink was back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stepped_down_leaders_documents_in_a_disk_queue_never_reach_the_sink() -> Result<()> {
+    stepped_down_leader(true, "pipe-fence-disk").await
+}
+
+async fn stepped_down_leader(disk: bool, prefix: &str) -> Result<()> {
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
     let mut sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
@@ -238,11 +260,16 @@ async fn a_stepped_down_leaders_queued_documents_never_reach_the_sink() -> Resul
     .replace(
         "outputs:\n",
         &format!(
-            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{}']\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n",
-            sink.url()
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{}']\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n{}",
+            sink.url(),
+            if disk {
+                "    queue.disk.path: ${env.OUT_DIR}/queue\n"
+            } else {
+                ""
+            }
         ),
     );
-    let c = Cluster::start(plane, "pipe-fence", 3, Some(text)).await?;
+    let c = Cluster::start(plane, prefix, 3, Some(text)).await?;
     let t0 = now_us();
     let index = "logs-fenced-default";
     let first = c.current_leader()?;

@@ -332,6 +332,9 @@ async fn run_url(
         }
         let (families, errors) =
             parse_lenient(&fetched.body, format_of(fetched.content_type.as_deref()));
+        // The parsed families are all that is used from here on: the body
+        // (up to 64 MiB) is not held while documents are built and queued.
+        drop(fetched);
         if let Some(e) = errors.first() {
             tracing::warn!(input = %input_id, url = %url, "{} line(s) could not be parsed, first: {e}", errors.len());
         }

@@ -67,6 +67,8 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::pipeline::event::Carried;
+
 /// A segment is closed and a new one started past this size.
 const SEGMENT_BYTES: u64 = if cfg!(test) {
     64 * 1024
@@ -138,15 +140,28 @@ impl Shared {
 
 type Reply<T> = oneshot::Sender<io::Result<T>>;
 
+/// A record read back from the queue.
+#[derive(Debug)]
+pub struct Stored {
+    /// The line as appended.
+    pub line: Vec<u8>,
+    /// What it carried when appended by this run of the agent.
+    pub carried: Option<Carried>,
+    /// Appended by an earlier run of the agent (found at start).
+    pub earlier_run: bool,
+}
+
 /// A request to the I/O thread.
 enum Cmd {
     Append {
         record: Vec<u8>,
-        reply: Reply<()>,
+        carried: Option<Carried>,
+        /// On failure, what the record carried comes back with the error.
+        reply: oneshot::Sender<Result<(), (io::Error, Option<Carried>)>>,
     },
     Read {
         max: usize,
-        reply: Reply<Vec<Vec<u8>>>,
+        reply: Reply<Vec<Stored>>,
     },
     Ack {
         n: usize,
@@ -279,13 +294,27 @@ impl DiskQueue {
     /// the thread writes may still append it (sent again: at least once).
     /// After [`DiskQueue::close`] or [`DiskQueue::abort`]: `BrokenPipe`.
     pub async fn append(&self, line: &[u8]) -> io::Result<()> {
+        self.append_carrying(line, None).await.map_err(|(e, _)| e)
+    }
+
+    /// As [`DiskQueue::append`], with `carried` kept in memory beside the
+    /// record until it is read back (a restart loses it). On failure it
+    /// comes back with the error, unless the append was abandoned.
+    pub async fn append_carrying(
+        &self,
+        line: &[u8],
+        mut carried: Option<Carried>,
+    ) -> Result<(), (io::Error, Option<Carried>)> {
         if line.is_empty() || line.len() as u64 > MAX_RECORD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "an event of {} bytes cannot be queued (1 byte to 1 GiB)",
-                    line.len()
+            return Err((
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "an event of {} bytes cannot be queued (1 byte to 1 GiB)",
+                        line.len()
+                    ),
                 ),
+                carried,
             ));
         }
         let framed = HEADER_BYTES + line.len() as u64;
@@ -296,15 +325,24 @@ impl DiskQueue {
             let sent = {
                 let mut c = self.shared.counts();
                 if c.closed {
-                    return Err(closed());
+                    return Err((closed(), carried));
                 }
                 if c.bytes == 0 || c.bytes + framed <= self.max_size {
                     // Sent under the lock: no append reaches the thread
                     // after a reader saw the queue closed.
                     let (reply, rx) = oneshot::channel();
                     let record = line.to_vec();
-                    if self.cmds.send(Cmd::Append { record, reply }).is_err() {
-                        return Err(named(&self.dir, stopped()));
+                    let cmd = Cmd::Append {
+                        record,
+                        carried: carried.take(),
+                        reply,
+                    };
+                    if let Err(std_mpsc::SendError(cmd)) = self.cmds.send(cmd) {
+                        let back = match cmd {
+                            Cmd::Append { carried, .. } => carried,
+                            _ => None,
+                        };
+                        return Err((named(&self.dir, stopped()), back));
                     }
                     c.bytes += framed;
                     Some(rx)
@@ -313,17 +351,14 @@ impl DiskQueue {
                 }
             };
             if let Some(rx) = sent {
-                return self.wait(rx).await.map_err(|e| {
-                    if self.shared.aborted.is_cancelled() {
-                        closed()
-                    } else {
-                        e
-                    }
-                });
+                return tokio::select! {
+                    r = rx => r.unwrap_or_else(|_| Err((named(&self.dir, stopped()), None))),
+                    () = self.shared.aborted.cancelled() => Err((closed(), None)),
+                };
             }
             tokio::select! {
                 () = &mut room => {}
-                () = self.shared.aborted.cancelled() => return Err(closed()),
+                () = self.shared.aborted.cancelled() => return Err((closed(), carried)),
             }
         }
     }
@@ -332,6 +367,12 @@ impl DiskQueue {
     /// there is at least one; `None` once closed and nothing is left to
     /// read, or once aborted.
     pub async fn next_lines(&self, max: usize) -> io::Result<Option<Vec<Vec<u8>>>> {
+        let records = self.next_records(max).await?;
+        Ok(records.map(|r| r.into_iter().map(|s| s.line).collect()))
+    }
+
+    /// As [`DiskQueue::next_lines`], with what each record carried.
+    pub async fn next_records(&self, max: usize) -> io::Result<Option<Vec<Stored>>> {
         let max = max.max(1);
         loop {
             let data = self.shared.data.notified();
@@ -452,6 +493,12 @@ struct Io {
     reader: Option<(u64, File)>,
     /// End positions and sizes of the records handed out, not acknowledged.
     handed: VecDeque<(Pos, u64)>,
+    /// Where records appended by this run that carry something start, in
+    /// order, with what they carry; taken when the record is read.
+    carried: VecDeque<(Pos, Carried)>,
+    /// The first segment this run appends to: records before it were
+    /// left by an earlier run.
+    run_start: u64,
     /// An `ack` file of an earlier version to delete with the first ledger.
     old_ack: bool,
 }
@@ -503,8 +550,11 @@ impl Io {
             read: acked,
             reader: None,
             handed: VecDeque::new(),
+            carried: VecDeque::new(),
+            run_start: 0,
             old_ack,
         };
+        io.run_start = io.writing;
         let (mut bytes, mut lines) = (0, 0);
         let mut unreadable = Vec::new();
         for (seg, format) in segments {
@@ -594,22 +644,30 @@ impl Io {
 
     fn handle(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Append { record, reply } => {
+            Cmd::Append {
+                record,
+                carried,
+                reply,
+            } => {
                 let framed = HEADER_BYTES + record.len() as u64;
-                let result = self.append(&record);
-                match &result {
-                    Ok(()) => {
+                let result = match self.append(&record) {
+                    Ok(start) => {
+                        if let Some(c) = carried {
+                            self.carried.push_back((start, c));
+                        }
                         *self.unread.entry(self.writing).or_default() += 1;
                         self.shared.counts().lines += 1;
                         self.shared.data.notify_waiters();
+                        Ok(())
                     }
-                    Err(_) => {
+                    Err(e) => {
                         let mut c = self.shared.counts();
                         c.bytes = c.bytes.saturating_sub(framed);
                         drop(c);
                         self.shared.room.notify_waiters();
+                        Err((e, carried))
                     }
-                }
+                };
                 let _ = reply.send(result);
             }
             Cmd::Read { max, reply } => {
@@ -655,7 +713,8 @@ impl Io {
         self.open_writing()
     }
 
-    fn append(&mut self, payload: &[u8]) -> io::Result<()> {
+    /// Appends one record; returns where it starts.
+    fn append(&mut self, payload: &[u8]) -> io::Result<Pos> {
         if self.file.is_none() || self.size >= SEGMENT_BYTES {
             self.roll()?;
         }
@@ -678,9 +737,13 @@ impl Io {
             }
             return Err(named(&path, e));
         }
+        let start = Pos {
+            segment: self.writing,
+            offset: self.size,
+        };
         self.size += record.len() as u64;
         self.dirty_since.get_or_insert_with(Instant::now);
-        Ok(())
+        Ok(start)
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -741,7 +804,7 @@ impl Io {
 
     /// Up to `max` records after the read position; damaged segments on
     /// the way are set aside.
-    fn read_batch(&mut self, max: usize) -> io::Result<Vec<Vec<u8>>> {
+    fn read_batch(&mut self, max: usize) -> io::Result<Vec<Stored>> {
         let mut out = Vec::new();
         // Each step hands out a record, or moves to another segment.
         let bound = 2 * max + 2 * self.segments.len() + 8;
@@ -798,12 +861,7 @@ impl Io {
 
     /// What was read so far, or the error when nothing was: the reader
     /// retries (too many open files, no memory: the data is not at fault).
-    fn retry_later(
-        &mut self,
-        seg: u64,
-        out: Vec<Vec<u8>>,
-        e: io::Error,
-    ) -> io::Result<Vec<Vec<u8>>> {
+    fn retry_later(&mut self, seg: u64, out: Vec<Stored>, e: io::Error) -> io::Result<Vec<Stored>> {
         self.reader = None;
         if out.is_empty() {
             let format = self.segments.get(&seg).copied().unwrap_or(Format::Records);
@@ -812,16 +870,31 @@ impl Io {
         Ok(out)
     }
 
-    fn hand(&mut self, len: u64, payload: Vec<u8>, out: &mut Vec<Vec<u8>>) {
+    fn hand(&mut self, len: u64, payload: Vec<u8>, out: &mut Vec<Stored>) {
         if let Some(n) = self.unread.get_mut(&self.read.segment) {
             *n = n.saturating_sub(1);
         }
+        let start = self.read;
+        // What records set aside before this one carried is dropped
+        // unsettled: those events are lost, never acknowledged.
+        while self.carried.front().is_some_and(|(at, _)| *at < start) {
+            self.carried.pop_front();
+        }
+        let carried = if self.carried.front().is_some_and(|(at, _)| *at == start) {
+            self.carried.pop_front().map(|(_, c)| c)
+        } else {
+            None
+        };
         self.read.offset += len;
         self.handed.push_back((self.read, len));
-        out.push(payload);
+        out.push(Stored {
+            line: payload,
+            carried,
+            earlier_run: start.segment < self.run_start,
+        });
     }
 
-    fn take_records(&mut self, seg: u64, buf: &[u8], end: u64, max: usize, out: &mut Vec<Vec<u8>>) {
+    fn take_records(&mut self, seg: u64, buf: &[u8], end: u64, max: usize, out: &mut Vec<Stored>) {
         let mut p = 0;
         while out.len() < max {
             match frame_at(buf, p) {
@@ -865,7 +938,7 @@ impl Io {
         }
     }
 
-    fn take_lines(&mut self, seg: u64, buf: &[u8], end: u64, max: usize, out: &mut Vec<Vec<u8>>) {
+    fn take_lines(&mut self, seg: u64, buf: &[u8], end: u64, max: usize, out: &mut Vec<Stored>) {
         let mut p = 0;
         while out.len() < max {
             if let Some(nl) = memchr::memchr(b'\n', &buf[p..]) {
@@ -1354,6 +1427,112 @@ mod tests {
         assert_eq!(q.depth(), 0);
         q.close();
         assert!(q.next_lines(1).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn what_a_record_carried_comes_back_with_it_and_a_restart_marks_the_rest_earlier() {
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        let dir = tempfile::tempdir().unwrap();
+        let acks = Arc::new(Recorder::default());
+        let carrying = |seq: u64| Carried {
+            ack: Some(Ack::new(acks.clone(), seq)),
+            fence: None,
+        };
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        q.append(&line(0)).await.unwrap();
+        q.append_carrying(&line(1), Some(carrying(1)))
+            .await
+            .unwrap();
+        q.append(&line(2)).await.unwrap();
+        let got = q.next_records(100).await.unwrap().unwrap();
+        let carried: Vec<bool> = got.iter().map(|r| r.carried.is_some()).collect();
+        assert_eq!(
+            carried,
+            [false, true, false],
+            "only line 1 carried something"
+        );
+        assert!(
+            got.iter().all(|r| !r.earlier_run),
+            "all appended by this run"
+        );
+        // Settling what came back reaches the producer.
+        let [_, one, _] = <[Stored; 3]>::try_from(got).unwrap();
+        one.carried.unwrap().ack.unwrap().settle();
+        assert_eq!(*acks.0.lock().unwrap(), [1]);
+        // Line 3 is stored with an acknowledgement, then the agent stops
+        // before it is read: a restart finds it, carrying nothing (the
+        // acknowledgement is gone with the run: never settled).
+        q.append_carrying(&line(3), Some(carrying(3)))
+            .await
+            .unwrap();
+        q.close_and_join();
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        q.append_carrying(&line(4), Some(carrying(4)))
+            .await
+            .unwrap();
+        let got = q.next_records(100).await.unwrap().unwrap();
+        let seen: Vec<(Vec<u8>, bool, bool)> = got
+            .into_iter()
+            .map(|r| (r.line, r.earlier_run, r.carried.is_some()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (line(0), true, false),
+                (line(1), true, false),
+                (line(2), true, false),
+                (line(3), true, false),
+                (line(4), false, true),
+            ],
+            "nothing acknowledged, so the earlier run's records come again first"
+        );
+        assert_eq!(*acks.0.lock().unwrap(), [1], "3 was never settled");
+    }
+
+    #[tokio::test]
+    async fn what_a_set_aside_record_carried_is_dropped_unsettled() {
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        let dir = tempfile::tempdir().unwrap();
+        let acks = Arc::new(Recorder::default());
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        let big = vec![b'x'; 20 * 1024];
+        // Four records of 20 KiB fill segment 1 past its 64 KiB (tests),
+        // the fifth starts segment 2.
+        for seq in 0..5u64 {
+            let mut rec = big.clone();
+            rec.extend_from_slice(format!("{seq}\n").as_bytes());
+            let carried = Carried {
+                ack: Some(Ack::new(acks.clone(), seq)),
+                fence: None,
+            };
+            q.append_carrying(&rec, Some(carried)).await.unwrap();
+        }
+        // Damage segment 1 where its second record's payload starts.
+        let first = seg(dir.path(), 1);
+        let f = OpenOptions::new().write(true).open(&first).unwrap();
+        let second = HEADER_BYTES + big.len() as u64 + 2;
+        f.write_all_at(b"!!!!", second + HEADER_BYTES + 8).unwrap();
+        let got = q.next_records(100).await.unwrap().unwrap();
+        let seqs: Vec<u64> = got
+            .into_iter()
+            .map(|r| {
+                let a = r.carried.expect("carried").ack.expect("ack");
+                let n = String::from_utf8_lossy(&r.line[big.len()..])
+                    .trim()
+                    .parse()
+                    .unwrap();
+                a.settle();
+                n
+            })
+            .collect();
+        assert_eq!(seqs.first(), Some(&0));
+        assert_eq!(
+            seqs.last(),
+            Some(&4),
+            "the next segment flows, carrying its own"
+        );
+        assert!(!seqs.contains(&1), "the damaged record is not sent");
+        assert_eq!(*acks.0.lock().unwrap(), seqs, "each came back with its own");
     }
 
     #[tokio::test]

@@ -456,14 +456,15 @@ pub(super) async fn feed_from_disk(
     budget: ByteBudget,
 ) {
     let input: Arc<str> = Arc::from("queue.disk");
+    let earlier_term = TermFence::of_an_earlier_run();
     let mut warned = false;
     loop {
         let read = tokio::select! {
             biased;
             _ = abort.cancelled() => return,
-            r = disk.next_lines(max) => r,
+            r = disk.next_records(max) => r,
         };
-        let lines = match read {
+        let records = match read {
             Ok(Some(lines)) => lines,
             Ok(None) => return,
             Err(e) => {
@@ -485,24 +486,40 @@ pub(super) async fn feed_from_disk(
             }
         };
         warned = false;
-        for line in lines {
+        for record in records {
             // The hand-over to the writer holds its bytes too.
             let permit = tokio::select! {
                 biased;
                 _ = abort.cancelled() => return,
-                p = budget.reserve(budget.cost(line.len())) => p,
+                p = budget.reserve(budget.cost(record.line.len())) => p,
             };
             let Some(permit) = permit else { return };
-            if tx
-                .send(Event::from_line(Arc::clone(&input), line))
-                .await
-                .is_err()
-            {
+            let gated_of_earlier_run =
+                record.carried.is_none() && record.earlier_run && is_gated(&record.line);
+            let mut event = Event::from_line(Arc::clone(&input), record.line);
+            if let Some(carried) = record.carried {
+                event = event.with_carried(carried);
+            } else if gated_of_earlier_run {
+                // Its term ended with the run that stored it, and its
+                // checkpoint never moved past it: the writer discards it.
+                event = event.with_fence(Arc::clone(&earlier_term));
+            }
+            if tx.send(event).await.is_err() {
                 return;
             }
             permit.forget();
         }
     }
+}
+
+/// Whether a stored document comes from a leader-gated input: only those
+/// carry the `leader` stamp (a payload cannot set it).
+fn is_gated(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Stamp {
+        leader: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Stamp>(line).is_ok_and(|s| s.leader.is_some())
 }
 
 #[cfg(test)]
@@ -936,6 +953,96 @@ mod tests {
         assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
         assert_eq!(all_lines(&settings), (0..25).map(line).collect::<Vec<_>>());
         assert_eq!(metrics.events_written("default"), 25);
+    }
+
+    /// Gated events in a disk queue end with their term like those in
+    /// memory: a stored event whose term ended is not sent and not
+    /// acknowledged, and the gated records an earlier run left (their term
+    /// ended with it) are discarded at start; node-local records of the
+    /// earlier run are sent.
+    #[tokio::test]
+    async fn gated_events_in_a_disk_queue_end_with_their_term() {
+        use super::super::DiskSettings;
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        use tokio_util::task::TaskTracker;
+        let dir = tempfile::tempdir().unwrap();
+        let queue_dir = dir.path().join("queue");
+        let gated_line = |n: u32| {
+            format!("{{\"n\":{n},\"leader\":{{\"lease\":\"l\",\"term\":1}}}}\n").into_bytes()
+        };
+        // What an earlier run stored and never delivered.
+        let earlier = DiskQueue::open(&queue_dir, super::super::disk::DEFAULT_MAX_SIZE).unwrap();
+        earlier.append(&gated_line(1)).await.unwrap();
+        earlier.append(&line(2)).await.unwrap();
+        earlier.close_and_join();
+
+        let settings = FileSettings::new(dir.path().join("out"));
+        let metrics = OutputMetrics::new();
+        let start = || {
+            Outputs::start(
+                vec![OutputSettings {
+                    name: "default".into(),
+                    kind: OutputKind::File(settings.clone()),
+                    queue_events: 64,
+                    memory: Default::default(),
+                    disk: Some(DiskSettings {
+                        path: Some(queue_dir.clone()),
+                        max_size: super::super::disk::DEFAULT_MAX_SIZE,
+                    }),
+                }],
+                metrics.clone(),
+            )
+            .unwrap()
+        };
+        let outputs = start();
+        let tx = outputs.sender("default").unwrap();
+        let r = Arc::new(Recorder::default());
+        let running = TermFence::new(CancellationToken::new(), TaskTracker::new());
+        let over = CancellationToken::new();
+        over.cancel();
+        let ended = TermFence::new(over, TaskTracker::new());
+        tx.send(
+            Event::from_line("gated".into(), gated_line(3))
+                .with_ack(Ack::new(r.clone(), 3))
+                .with_fence(running),
+        )
+        .await
+        .unwrap();
+        tx.send(
+            Event::from_line("gated".into(), gated_line(4))
+                .with_ack(Ack::new(r.clone(), 4))
+                .with_fence(ended),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !r.0.lock().unwrap().contains(&3),
+            "a gated event is not acknowledged when stored, only when delivered"
+        );
+        assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        assert_eq!(
+            all_lines(&settings),
+            [line(2), gated_line(3)],
+            "the earlier run's node-local record and the running term's event"
+        );
+        assert_eq!(
+            *r.0.lock().unwrap(),
+            [3],
+            "the ended term's event is not acknowledged"
+        );
+        assert_eq!(metrics.events_term_ended("default"), 2);
+        // Discarded is acknowledged to the queue: nothing comes back.
+        let again = DiskQueue::open(&queue_dir, super::super::disk::DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(again.depth(), 0);
+    }
+
+    #[test]
+    fn only_documents_stamped_with_a_term_are_gated() {
+        assert!(is_gated(
+            b"{\"a\":1,\"leader\":{\"lease\":\"l\",\"term\":2}}\n"
+        ));
+        assert!(!is_gated(b"{\"a\":{\"leader\":1}}\n"));
+        assert!(!is_gated(b"not json\n"));
     }
 
     #[tokio::test]

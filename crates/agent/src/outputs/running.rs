@@ -15,7 +15,7 @@ use super::queue::BlockingSink;
 use super::queue::{self, Blocking, Control, Sink};
 use super::settings::{MemoryLimits, OutputKind, OutputSettings, shared_disk_paths};
 use super::{OutputHealth, OutputMetrics, console, disk, elasticsearch, file, otlp};
-use crate::pipeline::event::Event;
+use crate::pipeline::event::{Carried, Event};
 
 /// The error of [`EventSender::send`] once its output has shut down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl Queue {
         }
     }
 
-    async fn push(&self, output: &str, mut ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
+    async fn push(&self, output: &str, ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
         match self {
             Queue::Memory(tx) => {
                 // Taken until the writer is done with the event's batch;
@@ -153,19 +153,37 @@ impl Queue {
             }
             Queue::Disk(d) => {
                 let mut warned = false;
-                // Stored in the disk queue is delivered for the producer:
-                // the queue survives a restart.
-                let ack = ev.take_ack();
+                let (line, ack, fence) = ev.into_parts();
+                // A node-local event stored in the disk queue is delivered
+                // for its producer: queue and checkpoint (the filestream
+                // registry) live on the same node and survive a restart
+                // together. A gated event is not: its checkpoint is the
+                // cluster's and the next leader may run elsewhere, so it
+                // is acknowledged only once the sink has it, and its
+                // term's end discards it from the queue as from memory.
+                let (mut carried, settle_when_stored) = match fence {
+                    Some(fence) => (
+                        Some(Carried {
+                            ack,
+                            fence: Some(fence),
+                        }),
+                        None,
+                    ),
+                    None => (None, ack),
+                };
                 loop {
-                    match d.append(ev.ndjson()).await {
+                    match d.append_carrying(&line, carried.take()).await {
                         Ok(()) => {
-                            if let Some(a) = ack {
+                            if let Some(a) = settle_when_stored {
                                 a.settle();
                             }
                             return Ok(());
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Err(Closed),
-                        Err(e) => {
+                        Err((e, _)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                            return Err(Closed);
+                        }
+                        Err((e, back)) => {
+                            carried = back;
                             // A full or failing disk: wait, never drop.
                             if !warned {
                                 tracing::error!(output, error = %e, "cannot write to the disk queue; the input waits and retries");

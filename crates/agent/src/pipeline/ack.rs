@@ -5,8 +5,9 @@
 //!
 //! An event may carry one [`Ack`]. Its output settles it once the event
 //! is delivered for good: written by the sink (or refused for good by the
-//! server, which no replay would change), or stored in the output's disk
-//! queue. An event lost before that (the process dies, a shutdown gives
+//! server, which no replay would change), or, for a node-local input,
+//! stored in the output's disk queue (a gated input's checkpoint is the
+//! cluster's, so its events count only once the sink has them). An event lost before that (the process dies, a shutdown gives
 //! up on a queue) is never acknowledged, so its input replays it after the
 //! next start: delivery is at least once.
 

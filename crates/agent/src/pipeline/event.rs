@@ -35,6 +35,15 @@ impl TermFence {
         Arc::new(TermFence { ended, step_down })
     }
 
+    /// The fence of a term known to be over: that of a gated event an
+    /// earlier run of the agent stored in a disk queue (its term ended
+    /// with that run, and its checkpoint never moved past it).
+    pub fn of_an_earlier_run() -> Arc<TermFence> {
+        let ended = CancellationToken::new();
+        ended.cancel();
+        TermFence::new(ended, TaskTracker::new())
+    }
+
     /// True once the term has ended.
     pub fn is_over(&self) -> bool {
         self.ended.is_cancelled()
@@ -46,6 +55,18 @@ impl TermFence {
     pub fn hold(&self) -> TaskTrackerToken {
         self.step_down.token()
     }
+}
+
+/// What travels beside an event's line and is never written anywhere:
+/// its acknowledgement and its term. A disk queue keeps it in memory next
+/// to the stored record, so a gated event read back from disk is still
+/// acknowledged only when delivered and still discarded when its term ends.
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// Settled once the event is delivered.
+    pub ack: Option<Ack>,
+    /// The leadership term of a gated event.
+    pub fence: Option<Arc<TermFence>>,
 }
 
 /// One event: its NDJSON line (newline included), the id of the input
@@ -104,6 +125,13 @@ impl Event {
     /// The same event, bound to the term of `fence`.
     pub fn with_fence(mut self, fence: Arc<TermFence>) -> Self {
         self.fence = Some(fence);
+        self
+    }
+
+    /// The same event, with what travelled beside its line.
+    pub fn with_carried(mut self, carried: Carried) -> Self {
+        self.ack = carried.ack;
+        self.fence = carried.fence;
         self
     }
 

@@ -9,23 +9,19 @@
 
 mod agents;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agents::access::{create_ticks, grant_events};
 use agents::cluster::Cluster;
-use agents::docs::{sources, wait_docs};
+use agents::docs::{EVENTS_INDEX, each_tick_once, event_copies, sources, wait_docs};
 use agents::*;
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::Api;
 use leasehold_testkit::ControlPlane;
 use leasehold_testkit::sinks::{SinkKind, TestSink};
-use serde_json::Value;
-
-const EVENTS_INDEX: &str = "logs-kubernetes.event-default";
 
 /// The test policy with an `es` output to `url` and a gated events input
 /// writing to it.
@@ -42,21 +38,6 @@ fn es_policy(url: &str) -> String {
     )
 }
 
-/// Copies of each Event in the index, by Event name.
-fn copies(docs: &[Value]) -> BTreeMap<String, usize> {
-    let mut by = BTreeMap::new();
-    for d in docs {
-        if let Some(name) = d["kubernetes"]["event"]["metadata"]["name"].as_str() {
-            *by.entry(name.to_string()).or_insert(0) += 1;
-        }
-    }
-    by
-}
-
-fn tick(name: &str) -> Option<usize> {
-    name.strip_prefix("tick-")?.parse().ok()
-}
-
 /// Waits until the index holds `more` Events beyond `before`.
 fn wait_shipped(sink: &TestSink, before: usize, more: usize, what: &str) -> Result<usize> {
     let docs = wait_docs(
@@ -65,9 +46,9 @@ fn wait_shipped(sink: &TestSink, before: usize, more: usize, what: &str) -> Resu
         &["kubernetes.event.metadata.name"],
         Duration::from_secs(30),
         what,
-        |d| copies(d).len() >= before + more,
+        |d| event_copies(d).len() >= before + more,
     )?;
-    Ok(copies(&docs).len())
+    Ok(event_copies(&docs).len())
 }
 
 async fn once_across_handovers(kind: SinkKind, prefix: &str) -> Result<()> {
@@ -102,29 +83,11 @@ async fn once_across_handovers(kind: SinkKind, prefix: &str) -> Result<()> {
 
     // From the first Event shipped on (the first leader starts from the
     // state it finds), every Event created is in the index exactly once.
-    let docs = wait_docs(
-        &sink,
-        EVENTS_INDEX,
-        &["kubernetes.event.metadata.name"],
-        Duration::from_secs(30),
-        "every Event indexed",
-        |d| {
-            let by = copies(d);
-            let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
-            (from..created).all(|k| by.contains_key(&format!("tick-{k}")))
-        },
-    )?;
-    let by = copies(&docs);
-    let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
-    let twice: Vec<(&String, &usize)> = by.iter().filter(|(_, n)| **n > 1).collect();
+    let t = each_tick_once(&sink, created, Duration::from_secs(30))?;
     println!(
-        "{kind:?}: {created} Events created, {} indexed from tick-{from}, leaders {first} (SIGTERM), {second} (SIGKILL), {third}; {} documents",
-        by.len(),
-        docs.len()
+        "{kind:?}: {created} Events created, {} indexed from tick-{}, leaders {first} (SIGTERM), {second} (SIGKILL), {third}; {} documents",
+        t.events, t.from, t.documents
     );
-    assert!(twice.is_empty(), "indexed more than once: {twice:?}");
-    assert_eq!(by.len(), created - from, "Events from tick-{from} on");
-    assert_eq!(docs.len(), by.len(), "one document per Event");
     let metrics = c.agent(&third).get("/metrics")?.1;
     println!(
         "{}",

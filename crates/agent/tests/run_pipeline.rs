@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use agents::access::{create_ticks, grant_events};
 use agents::cluster::Cluster;
-use agents::docs::{sources, wait_docs};
+use agents::docs::{EVENTS_INDEX, each_tick_once, event_copies, sources, wait_docs};
 use agents::*;
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Event;
@@ -21,8 +21,6 @@ use kube::api::Api;
 use leasehold_testkit::ControlPlane;
 use leasehold_testkit::sinks::{SinkKind, TestSink};
 use serde_json::{Value, json};
-
-const EVENTS_INDEX: &str = "logs-kubernetes.event-default";
 
 /// A counter or gauge in `/metrics` text, 0 when absent.
 fn metric(metrics: &str, line_start: &str) -> u64 {
@@ -55,21 +53,6 @@ fn wait_metric(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Copies of each Event in the index, by Event name.
-fn copies(docs: &[Value]) -> BTreeMap<String, usize> {
-    let mut by = BTreeMap::new();
-    for d in docs {
-        if let Some(name) = d["kubernetes"]["event"]["metadata"]["name"].as_str() {
-            *by.entry(name.to_string()).or_insert(0) += 1;
-        }
-    }
-    by
-}
-
-fn tick(name: &str) -> Option<usize> {
-    name.strip_prefix("tick-")?.parse().ok()
 }
 
 /// The test cluster's policy with an `es` output to `url` (short
@@ -137,7 +120,7 @@ async fn sink_down_across_handovers(disk: bool, prefix: &str) -> Result<()> {
         &["kubernetes.event.metadata.name"],
         Duration::from_secs(30),
         "the first leader ships",
-        |d| copies(d).len() >= 10,
+        |d| event_copies(d).len() >= 10,
     )?;
     sink.stop()?;
     // The leader goes on queueing Events the sink cannot take.
@@ -198,30 +181,14 @@ async fn sink_down_across_handovers(disk: bool, prefix: &str) -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let created = ticks.await??;
 
-    let docs = wait_docs(
-        &sink,
-        EVENTS_INDEX,
-        &["kubernetes.event.metadata.name"],
-        Duration::from_secs(60),
-        "every Event indexed",
-        |d| {
-            let by = copies(d);
-            let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
-            (from..created).all(|k| by.contains_key(&format!("tick-{k}")))
-        },
-    )?;
-    let by = copies(&docs);
-    let from = by.keys().filter_map(|k| tick(k)).min().unwrap_or(0);
-    let twice: Vec<(&String, &usize)> = by.iter().filter(|(_, n)| **n > 1).collect();
+    let t = each_tick_once(&sink, created, Duration::from_secs(60))?;
     println!(
-        "{} queue: {created} Events created, {} indexed from tick-{from}; leaders {first} (SIGKILL, sink down), {second} (SIGTERM, sink down), {third}; {} documents",
+        "{} queue: {created} Events created, {} indexed from tick-{}; leaders {first} (SIGKILL, sink down), {second} (SIGTERM, sink down), {third}; {} documents",
         if disk { "disk" } else { "memory" },
-        by.len(),
-        docs.len()
+        t.events,
+        t.from,
+        t.documents
     );
-    assert!(twice.is_empty(), "indexed more than once: {twice:?}");
-    assert_eq!(by.len(), created - from, "Events from tick-{from} on");
-    assert_eq!(docs.len(), by.len(), "one document per Event");
     c.check(t0)?;
     Ok(())
 }

@@ -740,26 +740,38 @@ mod tests {
         assert_eq!(g.metrics.events_term_ended("gated"), 2);
     }
 
-    #[tokio::test]
-    async fn an_event_stored_in_the_disk_queue_is_acknowledged_at_once() {
-        use super::super::DiskSettings;
-        use crate::pipeline::ack::{Ack, tests::Recorder};
-        let dir = tempfile::tempdir().unwrap();
-        let r = Arc::new(Recorder::default());
-        let outputs = Outputs::start(
+    /// A `file` output named `default` with its queue on disk in `queue`.
+    fn with_disk_queue(
+        file: FileSettings,
+        queue: std::path::PathBuf,
+        metrics: OutputMetrics,
+    ) -> Outputs {
+        Outputs::start(
             vec![OutputSettings {
                 name: "default".into(),
-                kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
+                kind: OutputKind::File(file),
                 queue_events: 8,
                 memory: Default::default(),
-                disk: Some(DiskSettings {
-                    path: Some(dir.path().join("queue")),
+                disk: Some(super::super::DiskSettings {
+                    path: Some(queue),
                     max_size: 1 << 20,
                 }),
             }],
-            OutputMetrics::new(),
+            metrics,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_node_local_event_stored_in_the_disk_queue_is_acknowledged_at_once() {
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        let dir = tempfile::tempdir().unwrap();
+        let r = Arc::new(Recorder::default());
+        let outputs = with_disk_queue(
+            FileSettings::new(dir.path().join("out")),
+            dir.path().join("queue"),
+            OutputMetrics::new(),
+        );
         let tx = outputs.sender("default").unwrap();
         tx.send(ev(0).with_ack(Ack::new(r.clone(), 5)))
             .await
@@ -774,23 +786,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_hung_disk_does_not_hold_shutdown_past_its_deadline() {
-        use super::super::DiskSettings;
         use super::super::running::Queue;
         let dir = tempfile::tempdir().unwrap();
-        let outputs = Outputs::start(
-            vec![OutputSettings {
-                name: "default".into(),
-                kind: OutputKind::File(FileSettings::new(dir.path().join("out"))),
-                queue_events: 8,
-                memory: Default::default(),
-                disk: Some(DiskSettings {
-                    path: Some(dir.path().join("queue")),
-                    max_size: 1 << 20,
-                }),
-            }],
+        let outputs = with_disk_queue(
+            FileSettings::new(dir.path().join("out")),
+            dir.path().join("queue"),
             OutputMetrics::new(),
-        )
-        .unwrap();
+        );
         let tx = outputs.sender("default").unwrap();
         tx.send(ev(0)).await.unwrap();
         let Queue::Disk(d) = &outputs.running[0].sender.queue else {
@@ -962,7 +964,6 @@ mod tests {
     /// earlier run are sent.
     #[tokio::test]
     async fn gated_events_in_a_disk_queue_end_with_their_term() {
-        use super::super::DiskSettings;
         use crate::pipeline::ack::{Ack, tests::Recorder};
         use tokio_util::task::TaskTracker;
         let dir = tempfile::tempdir().unwrap();
@@ -978,23 +979,7 @@ mod tests {
 
         let settings = FileSettings::new(dir.path().join("out"));
         let metrics = OutputMetrics::new();
-        let start = || {
-            Outputs::start(
-                vec![OutputSettings {
-                    name: "default".into(),
-                    kind: OutputKind::File(settings.clone()),
-                    queue_events: 64,
-                    memory: Default::default(),
-                    disk: Some(DiskSettings {
-                        path: Some(queue_dir.clone()),
-                        max_size: super::super::disk::DEFAULT_MAX_SIZE,
-                    }),
-                }],
-                metrics.clone(),
-            )
-            .unwrap()
-        };
-        let outputs = start();
+        let outputs = with_disk_queue(settings.clone(), queue_dir.clone(), metrics.clone());
         let tx = outputs.sender("default").unwrap();
         let r = Arc::new(Recorder::default());
         let running = TermFence::new(CancellationToken::new(), TaskTracker::new());

@@ -315,21 +315,7 @@ fn check_settings(
         {
             if let Some(t) = timing {
                 if let Some(text) = resolve(s) {
-                    match parse_timing_secs(&text).and_then(|v| i64::try_from(v).ok()) {
-                        Some(v) => timings[t] = Some((Some(v), value.pos)),
-                        None => {
-                            timings[t] = Some((None, value.pos));
-                            report.push(
-                                Severity::Error,
-                                value.pos,
-                                format!(
-                                    "`{}` must be whole seconds, found {text:?} (from {s:?})",
-                                    key.name
-                                ),
-                                Some(TIMING_HINT.into()),
-                            );
-                        }
-                    }
+                    timings[t] = Some(timing_secs(&key.name, &text, Some(s), value.pos, report));
                     continue;
                 }
                 timings[t] = Some((None, value.pos));
@@ -346,18 +332,7 @@ fn check_settings(
             continue;
         }
         if let (Some(t), NodeKind::Str { value: s, .. }) = (timing, &value.kind) {
-            match parse_timing_secs(s).and_then(|v| i64::try_from(v).ok()) {
-                Some(v) => timings[t] = Some((Some(v), value.pos)),
-                None => {
-                    timings[t] = Some((None, value.pos));
-                    report.push(
-                        Severity::Error,
-                        value.pos,
-                        format!("`{}` must be whole seconds, found {s:?}", key.name),
-                        Some(TIMING_HINT.into()),
-                    );
-                }
-            }
+            timings[t] = Some(timing_secs(&key.name, s, None, value.pos, report));
             continue;
         }
         if value.type_name() != want {
@@ -417,6 +392,28 @@ fn check_settings(
 /// reporting at the value that breaks it. When a timing is not known here
 /// (a variable, or a value already reported as not whole seconds), only
 /// the others' own bounds are checked: the relations need all three.
+/// A timing setting's whole seconds read from `text` (`from`: the variable
+/// reference it was resolved from); an error naming `key` when it is not.
+fn timing_secs(
+    key: &str,
+    text: &str,
+    from: Option<&str>,
+    pos: Pos,
+    report: &mut Report,
+) -> (Option<i64>, Pos) {
+    if let Some(v) = parse_timing_secs(text).and_then(|v| i64::try_from(v).ok()) {
+        return (Some(v), pos);
+    }
+    let origin = from.map(|s| format!(" (from {s:?})")).unwrap_or_default();
+    report.push(
+        Severity::Error,
+        pos,
+        format!("`{key}` must be whole seconds, found {text:?}{origin}"),
+        Some(TIMING_HINT.into()),
+    );
+    (None, pos)
+}
+
 fn check_timings(timings: [(Option<i64>, Option<Pos>); 3], provider_pos: Pos, report: &mut Report) {
     let at = |i: usize| timings[i].1.unwrap_or(provider_pos);
     let ms = |secs: i64| u64::try_from(secs).map_or(0, |s| s.saturating_mul(1000));

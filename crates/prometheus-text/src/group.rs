@@ -68,23 +68,43 @@ pub fn group_by_labels(families: &[Family]) -> Vec<Group> {
 }
 
 /// Keeps families whose name matches any include pattern (if any) and none
-/// of the exclude patterns; patterns are regexes anchored on the whole name
-/// as Metricbeat's `metrics_filters` are (`node_.*` keeps `node_load1`,
-/// `load` does not). Anchoring rebuilds each pattern from its source text, so
-/// flags set through `RegexBuilder` rather than inline (`(?i)`) are not kept.
+/// of the exclude patterns; see [`NameFilter`].
 pub fn filter(families: Vec<Family>, include: &[Regex], exclude: &[Regex]) -> Vec<Family> {
     if include.is_empty() && exclude.is_empty() {
         return families;
     }
-    let include: Vec<WholeName<'_>> = include.iter().map(WholeName::new).collect();
-    let exclude: Vec<WholeName<'_>> = exclude.iter().map(WholeName::new).collect();
+    let names = NameFilter::new(include, exclude);
     families
         .into_iter()
-        .filter(|f| {
-            (include.is_empty() || include.iter().any(|m| m.matches(&f.name)))
-                && !exclude.iter().any(|m| m.matches(&f.name))
-        })
+        .filter(|f| names.keeps(&f.name))
         .collect()
+}
+
+/// Metricbeat's `metrics_filters` as a test of a family name: it passes
+/// when it matches any include pattern (if any) and none of the exclude
+/// patterns; patterns are regexes anchored on the whole name (`node_.*`
+/// keeps `node_load1`, `load` does not). Anchoring rebuilds each pattern
+/// from its source text, so flags set through `RegexBuilder` rather than
+/// inline (`(?i)`) are not kept.
+pub struct NameFilter<'a> {
+    include: Vec<WholeName<'a>>,
+    exclude: Vec<WholeName<'a>>,
+}
+
+impl<'a> NameFilter<'a> {
+    /// The filter of `include` and `exclude` patterns.
+    pub fn new(include: &'a [Regex], exclude: &'a [Regex]) -> Self {
+        NameFilter {
+            include: include.iter().map(WholeName::new).collect(),
+            exclude: exclude.iter().map(WholeName::new).collect(),
+        }
+    }
+
+    /// Whether a family called `name` passes.
+    pub fn keeps(&self, name: &str) -> bool {
+        (self.include.is_empty() || self.include.iter().any(|m| m.matches(name)))
+            && !self.exclude.iter().any(|m| m.matches(name))
+    }
 }
 
 /// A regex that must match a whole name.

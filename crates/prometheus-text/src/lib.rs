@@ -30,7 +30,7 @@ use std::fmt;
 mod group;
 mod parser;
 
-pub use group::{Group, filter, group_by_labels};
+pub use group::{Group, NameFilter, filter, group_by_labels};
 
 /// The two exposition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -154,7 +154,7 @@ impl std::error::Error for ParseError {}
 /// Whitespace between tokens may be any run of spaces and tabs in both
 /// formats, and a `\r` before a line's `\n` is ignored.
 pub fn parse(input: &str, format: Format) -> Result<Vec<Family>, ParseError> {
-    let (families, mut errors) = parser::run(input, format, false);
+    let (families, mut errors) = parser::run(input, format, false, None);
     if errors.is_empty() {
         Ok(families)
     } else {
@@ -166,7 +166,20 @@ pub fn parse(input: &str, format: Format) -> Result<Vec<Family>, ParseError> {
 /// beside what parsed. At most one error per line; after an OpenMetrics
 /// `# EOF` the first further line is reported and the rest ignored.
 pub fn parse_lenient(input: &str, format: Format) -> (Vec<Family>, Vec<ParseError>) {
-    parser::run(input, format, true)
+    parser::run(input, format, true, None)
+}
+
+/// [`parse_lenient`] building only the families whose name `keep` accepts:
+/// the samples of the others are skipped after reading their metric name,
+/// never checked, allocated or returned (nor their errors). A scrape of
+/// which a few families are used (kube-state-metrics, a filtered
+/// collector) then costs memory for those alone.
+pub fn parse_lenient_keeping(
+    input: &str,
+    format: Format,
+    keep: &dyn Fn(&str) -> bool,
+) -> (Vec<Family>, Vec<ParseError>) {
+    parser::run(input, format, true, Some(keep))
 }
 
 #[cfg(test)]

@@ -13,7 +13,15 @@ const SUFFIXES: [&str; 8] = [
     "_total", "_created", "_bucket", "_sum", "_count", "_gsum", "_gcount", "_info",
 ];
 
-pub(crate) fn run(input: &str, format: Format, lenient: bool) -> (Vec<Family>, Vec<ParseError>) {
+/// Which families to build: the others' samples are skipped unread.
+pub(crate) type Keep<'k> = Option<&'k dyn Fn(&str) -> bool>;
+
+pub(crate) fn run(
+    input: &str,
+    format: Format,
+    lenient: bool,
+    keep: Keep<'_>,
+) -> (Vec<Family>, Vec<ParseError>) {
     let mut state = State::new(format);
     let mut errors = Vec::new();
     let mut line_no = 0usize;
@@ -27,7 +35,13 @@ pub(crate) fn run(input: &str, format: Format, lenient: bool) -> (Vec<Family>, V
                 line: line_no,
                 message: "content after # EOF".into(),
             });
-            return (state.families, errors);
+            return (state.kept(keep), errors);
+        }
+        if let Some(keep) = keep
+            && let Some(family) = state.family_of_sample_line(line)
+            && !keep(family)
+        {
+            continue;
         }
         let outcome = parse_line(line, format).and_then(|parsed| match parsed {
             Line::Eof => {
@@ -42,7 +56,7 @@ pub(crate) fn run(input: &str, format: Format, lenient: bool) -> (Vec<Family>, V
                 message,
             });
             if !lenient {
-                return (state.families, errors);
+                return (state.kept(keep), errors);
             }
         }
     }
@@ -52,7 +66,7 @@ pub(crate) fn run(input: &str, format: Format, lenient: bool) -> (Vec<Family>, V
             message: "missing # EOF at the end of the exposition".into(),
         });
     }
-    (state.families, errors)
+    (state.kept(keep), errors)
 }
 
 /// What one line says.
@@ -626,6 +640,34 @@ impl State {
             self.switch_to(i);
         }
         Ok(i)
+    }
+
+    /// The name of the family a sample line would go to (an existing one,
+    /// or a new one of its own name); `None` for other lines. Reads only
+    /// the metric name: nothing is allocated.
+    fn family_of_sample_line<'l>(&'l self, line: &'l str) -> Option<&'l str> {
+        let line = line.trim_start_matches([' ', '\t']);
+        if line.starts_with('#') {
+            return None;
+        }
+        let name = Cursor::new(line).metric_name()?;
+        Some(match self.find_family(name) {
+            Some(i) => &self.families[i].name,
+            None => name,
+        })
+    }
+
+    /// The families, without those `keep` leaves out (their metadata was
+    /// read, their samples skipped).
+    fn kept(self, keep: Keep<'_>) -> Vec<Family> {
+        match keep {
+            None => self.families,
+            Some(keep) => self
+                .families
+                .into_iter()
+                .filter(|f| keep(&f.name))
+                .collect(),
+        }
     }
 
     /// The family a sample called `name` belongs to, if one exists.

@@ -197,3 +197,44 @@ fn leasehold_agent_openmetrics() {
     assert!(e.message.contains("missing # EOF"));
     assert_eq!(parse(body, Format::Text).unwrap().len(), 10);
 }
+
+/// Building only some families gives exactly what building all of them
+/// and dropping the others gives, for every family picked alone and for
+/// every second family, on each recorded exposition (histograms,
+/// summaries, OpenMetrics counters with `_total` samples included).
+#[test]
+fn keeping_some_families_equals_filtering_after_the_parse() {
+    use leasehold_prometheus_text::parse_lenient_keeping;
+    for (input, format) in [
+        (KUBE_TEXT, Format::Text),
+        (KUBE_OM_ACCEPT, Format::Text),
+        (AGENT_OM, Format::OpenMetrics),
+    ] {
+        let (all, errors) = parse_lenient(input, format);
+        assert!(errors.is_empty(), "{errors:?}");
+        let names: Vec<String> = all.iter().map(|f| f.name.clone()).collect();
+        let mut picks: Vec<Vec<&str>> = names.iter().map(|n| vec![n.as_str()]).collect();
+        picks.push(names.iter().step_by(2).map(String::as_str).collect());
+        for pick in picks {
+            let keep = |name: &str| pick.contains(&name);
+            let (kept, errors) = parse_lenient_keeping(input, format, &keep);
+            assert!(errors.is_empty(), "{pick:?}: {errors:?}");
+            let filtered: Vec<Family> = all.iter().filter(|f| keep(&f.name)).cloned().collect();
+            assert_eq!(kept, filtered, "{pick:?}");
+        }
+    }
+}
+
+/// A line of a family left out is not read past its name: its errors are
+/// not reported either.
+#[test]
+fn lines_of_families_left_out_are_not_checked() {
+    use leasehold_prometheus_text::parse_lenient_keeping;
+    let input = "# TYPE a gauge\na{x=\"1\"} 1\n# TYPE b gauge\nb{x=\"1\" oops\nb 2\n";
+    let (fams, errors) = parse_lenient_keeping(input, Format::Text, &|n| n == "a");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(fams.len(), 1);
+    assert_eq!(fams[0].samples.len(), 1);
+    let (_, errors) = parse_lenient(input, Format::Text);
+    assert_eq!(errors.len(), 1, "parsed whole, b's bad line is an error");
+}

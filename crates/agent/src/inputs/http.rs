@@ -178,10 +178,13 @@ impl Fetcher {
                     .to_string();
                 return Err(format!("{url}: HTTP {status}: {text}"));
             }
-            Ok(Fetched {
-                content_type,
-                body: String::from_utf8_lossy(&body).into_owned(),
-            })
+            // One copy of a large body at a time: the buffer becomes the
+            // text when it is valid UTF-8 (the usual case).
+            let body = match String::from_utf8(Vec::from(body)) {
+                Ok(text) => text,
+                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            };
+            Ok(Fetched { content_type, body })
         };
         tokio::time::timeout(self.timeout, work)
             .await

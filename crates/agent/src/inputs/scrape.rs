@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_policy::{Map, Value};
-use leasehold_prometheus_text::{Family, format_of, parse_lenient};
+use leasehold_prometheus_text::{Family, NameFilter, format_of, parse_lenient_keeping};
 use regex::Regex;
 use serde_json::Value as Json;
 
@@ -38,6 +38,11 @@ pub trait Metricset: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The module (`prometheus`, `kubernetes`).
     fn module(&self) -> &str;
+    /// The families it reads, when not all (a counter's family may also
+    /// carry `_total`): a scrape builds only what some metricset reads.
+    fn families(&self) -> Option<&'static [&'static str]> {
+        None
+    }
     /// Documents of one scrape of `host`.
     fn documents(&self, families: &[Family], host: &str) -> Vec<Doc>;
 }
@@ -293,6 +298,25 @@ impl FailingTargets {
     }
 }
 
+/// The families some metricset of `metricsets` reads; `None` when one of
+/// them reads any.
+fn families_read(metricsets: &[Arc<dyn Metricset>]) -> Option<Vec<&'static str>> {
+    let mut all = Vec::new();
+    for m in metricsets {
+        all.extend_from_slice(m.families()?);
+    }
+    Some(all)
+}
+
+/// Whether a family called `name` is among `read` (all when `None`),
+/// also as a counter's `<name>_total`.
+fn is_read(read: Option<&[&str]>, name: &str) -> bool {
+    read.is_none_or(|fs| {
+        fs.iter()
+            .any(|f| *f == name || name.strip_suffix("_total") == Some(*f))
+    })
+}
+
 async fn run_url(
     input_id: String,
     stream: Stream,
@@ -303,6 +327,11 @@ async fn run_url(
     targets: FailingTargets,
 ) {
     let period_ms = stream.period.as_millis() as u64;
+    // A scrape builds only the families kept by `metrics_filters` and
+    // read by some metricset.
+    let names = NameFilter::new(&stream.include, &stream.exclude);
+    let read = families_read(&stream.metricsets);
+    let keep = |name: &str| is_read(read.as_deref(), name) && names.keeps(name);
     let mut failing = false;
     loop {
         let at = next_aligned(now_us(), stream.period);
@@ -330,16 +359,17 @@ async fn run_url(
             targets.succeeded(&url);
             failing = false;
         }
-        let (families, errors) =
-            parse_lenient(&fetched.body, format_of(fetched.content_type.as_deref()));
+        let (families, errors) = parse_lenient_keeping(
+            &fetched.body,
+            format_of(fetched.content_type.as_deref()),
+            &keep,
+        );
         // The parsed families are all that is used from here on: the body
         // (up to 64 MiB) is not held while documents are built and queued.
         drop(fetched);
         if let Some(e) = errors.first() {
             tracing::warn!(input = %input_id, url = %url, "{} line(s) could not be parsed, first: {e}", errors.len());
         }
-        let families =
-            leasehold_prometheus_text::filter(families, &stream.include, &stream.exclude);
         let took_ns = started.elapsed().as_nanos() as u64;
         for (ms, (sink, dataset)) in stream.metricsets.iter().zip(&sinks) {
             for doc in ms.documents(&families, &url) {
@@ -362,5 +392,23 @@ async fn run_url(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_is_read_by_name_or_as_a_counters_total() {
+        let read: &[&str] = &["kube_pod_info", "kube_pod_container_status_restarts"];
+        assert!(is_read(Some(read), "kube_pod_info"));
+        assert!(is_read(
+            Some(read),
+            "kube_pod_container_status_restarts_total"
+        ));
+        assert!(!is_read(Some(read), "kube_pod_labels"));
+        assert!(!is_read(Some(read), "kube_pod_info_total_x"));
+        assert!(is_read(None, "anything"), "a metricset reading all");
     }
 }

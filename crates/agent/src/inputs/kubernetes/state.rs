@@ -29,6 +29,44 @@ pub const STATE_METRICSETS: [&str; 6] = [
     "state_namespace",
 ];
 
+/// The kube-state-metrics families the `state_*` metricsets read (a
+/// counter's family may also carry `_total`). A scrape builds only these:
+/// a large cluster's exposition is mostly labels, annotations and
+/// objects no metricset reads.
+pub const FAMILIES: [&str; 31] = [
+    "kube_daemonset_status_current_number_scheduled",
+    "kube_daemonset_status_desired_number_scheduled",
+    "kube_daemonset_status_number_available",
+    "kube_daemonset_status_number_misscheduled",
+    "kube_daemonset_status_number_ready",
+    "kube_daemonset_status_number_unavailable",
+    "kube_daemonset_status_updated_number_scheduled",
+    "kube_deployment_spec_paused",
+    "kube_deployment_spec_replicas",
+    "kube_deployment_status_replicas",
+    "kube_deployment_status_replicas_available",
+    "kube_deployment_status_replicas_unavailable",
+    "kube_deployment_status_replicas_updated",
+    "kube_namespace_created",
+    "kube_namespace_status_phase",
+    "kube_node_info",
+    "kube_node_spec_unschedulable",
+    "kube_node_status_allocatable",
+    "kube_node_status_capacity",
+    "kube_node_status_condition",
+    "kube_pod_container_info",
+    "kube_pod_container_resource_limits",
+    "kube_pod_container_resource_requests",
+    "kube_pod_container_status_ready",
+    "kube_pod_container_status_restarts",
+    "kube_pod_container_status_terminated_reason",
+    "kube_pod_container_status_waiting_reason",
+    "kube_pod_info",
+    "kube_pod_status_phase",
+    "kube_pod_status_ready",
+    "kube_pod_status_scheduled",
+];
+
 /// One `state_*` metricset.
 pub struct State {
     name: &'static str,
@@ -118,6 +156,10 @@ impl Metricset for State {
 
     fn module(&self) -> &str {
         "kubernetes"
+    }
+
+    fn families(&self) -> Option<&'static [&'static str]> {
+        Some(&FAMILIES)
     }
 
     fn documents(&self, families: &[Family], _host: &str) -> Vec<Doc> {
@@ -422,4 +464,28 @@ fn namespaces(f: &[Family]) -> Vec<Doc> {
         }
     }
     o.into_docs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every family name this file reads is in [`FAMILIES`]: one left out
+    /// would never be built, and its fields would be missing silently.
+    #[test]
+    fn every_family_read_is_listed() {
+        let source = include_str!("state.rs");
+        let code = &source[..source.find("#[cfg(test)]").unwrap_or(source.len())];
+        let mut read = std::collections::BTreeSet::new();
+        for piece in code.split('"').skip(1).step_by(2) {
+            if piece.starts_with("kube_")
+                && piece.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            {
+                read.insert(piece);
+            }
+        }
+        assert!(read.len() >= 20, "found {read:?}");
+        let listed: std::collections::BTreeSet<&str> = FAMILIES.into_iter().collect();
+        assert_eq!(read, listed);
+    }
 }

@@ -74,7 +74,8 @@ def write(image: Image, out: Path) -> str:
     """Writes `image` as an OCI archive to `out`; returns its manifest digest."""
     layer_tar = _layer(image)
     gz = io.BytesIO()
-    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0) as g:
+    # Level 1: the archives are imported at once, on the same machine.
+    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=1) as g:
         g.write(layer_tar)
     layer = gz.getvalue()
     run = {"Entrypoint": image.entrypoint or None, "Cmd": image.cmd or None, "Env": image.env,

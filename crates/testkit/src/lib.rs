@@ -20,6 +20,7 @@ mod ksm;
 mod lease;
 mod load;
 mod namespace;
+pub mod node;
 pub mod objects;
 pub mod overlap;
 mod plane;

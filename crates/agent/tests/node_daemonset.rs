@@ -1,9 +1,12 @@
-//! The shipped kustomize base as a real DaemonSet pod on a real node
-//! (kubelet + containerd, `controlplane/node`), judged from what reaches a
-//! real OpenSearch: the pod becomes Ready with its own ServiceAccount
+//! The shipped manifests as real DaemonSet pods on a real node (kubelet +
+//! containerd, `controlplane/node`), judged from what reaches a real
+//! OpenSearch: the kustomize base becomes Ready with its own ServiceAccount
 //! token, takes the Lease, and ships the container logs containerd writes
 //! for a busybox workload (with pod metadata), kube-state-metrics and
-//! Events.
+//! Events; the Helm chart hands over when its leading pod is deleted, and
+//! the pod that replaces it loses no line of the workload's logs.
+//!
+//! One node per machine: the tests take turns.
 //!
 //! The image is the agent built for the tests (`target/debug/leasehold`)
 //! packed as the Dockerfile packs the release binary. Patched for this node
@@ -17,7 +20,7 @@ mod agents;
 
 use std::time::Duration;
 
-use agents::docs::wait_docs;
+use agents::docs::{sources, wait_docs};
 use anyhow::{Context, Result};
 use leasehold_testkit::ControlPlane;
 use leasehold_testkit::node::{BUSYBOX_IMAGE, Node};
@@ -30,6 +33,71 @@ const NS: &str = "leasehold";
 /// How long a pod may take from apply to Ready: image already imported,
 /// the agent's readiness probe every 5 s.
 const POD_READY: Duration = Duration::from_secs(120);
+
+/// The node is one per machine: one test at a time.
+static NODE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Starts the workload: a pod in `default` printing `line N` five times
+/// a second, its output written by containerd under /var/log/pods.
+fn start_counter(node: &Node) -> Result<()> {
+    node.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "counter", "namespace": "default", "labels": {"app": "counter"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "count", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                        "command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"]
+                    }]
+                }
+            })
+            .to_string(),
+        ),
+    )?;
+    Ok(())
+}
+
+/// `host:port` of the test kube-state-metrics.
+fn ksm_host(plane: &ControlPlane) -> Result<String> {
+    Ok(plane
+        .kube_state_metrics()?
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string())
+}
+
+/// Waits until the Lease `namespace/name` is held by `holder`.
+async fn wait_holder(
+    node: &Node,
+    namespace: &str,
+    name: &str,
+    holder: &str,
+    within: Duration,
+) -> Result<()> {
+    let read = || -> Result<String> {
+        let lease: Value = serde_json::from_str(
+            &node.kubectl(&["get", "lease", "-n", namespace, name, "-o", "json"], None)?,
+        )?;
+        Ok(lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string())
+    };
+    let deadline = std::time::Instant::now() + within;
+    while read().unwrap_or_default() != holder {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "Lease {name} not held by {holder} within {within:?}: {:?}",
+            read()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
 
 /// The kustomize base as JSON objects, the DaemonSet patched for this node.
 fn manifests(node: &Node, plane: &ControlPlane, env: &[(&str, String)]) -> Result<Value> {
@@ -74,35 +142,14 @@ fn manifests(node: &Node, plane: &ControlPlane, env: &[(&str, String)]) -> Resul
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<()> {
+    let _one = NODE.lock().await;
     let plane = ControlPlane::shared();
-    let ksm = plane.kube_state_metrics()?;
-    let ksm_host = ksm
-        .url()
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_string();
+    let ksm_host = ksm_host(plane)?;
     let sink_dir = tempfile::tempdir()?;
     let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
     let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
 
-    // A workload whose logs containerd writes under /var/log/pods.
-    node.kubectl(
-        &["apply", "-f", "-"],
-        Some(
-            &json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "counter", "namespace": "default", "labels": {"app": "counter"}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "count", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"]
-                    }]
-                }
-            })
-            .to_string(),
-        ),
-    )?;
+    start_counter(&node)?;
     let objects = manifests(
         &node,
         plane,
@@ -114,33 +161,14 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
     let agent_pod = pods[0].clone();
 
     // It leads: the Lease names the pod (its identity is POD_NAME).
-    let lease_holder = || -> Result<String> {
-        let lease: Value = serde_json::from_str(&node.kubectl(
-            &[
-                "get",
-                "lease",
-                "-n",
-                NS,
-                "leasehold-cluster-leader",
-                "-o",
-                "json",
-            ],
-            None,
-        )?)?;
-        Ok(lease["spec"]["holderIdentity"]
-            .as_str()
-            .unwrap_or("")
-            .to_string())
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while lease_holder().unwrap_or_default() != agent_pod {
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "the Lease is not held by {agent_pod}: {:?}",
-            lease_holder()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    wait_holder(
+        &node,
+        NS,
+        "leasehold-cluster-leader",
+        &agent_pod,
+        Duration::from_secs(60),
+    )
+    .await?;
 
     // Container logs written by containerd, with the pod's metadata.
     let logs = wait_docs(
@@ -197,6 +225,201 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
         "pod {agent_pod} Ready and leading; {} log documents of the workload",
         mine.len()
     );
+    // The DaemonSet would come back on the next node: remove what was
+    // applied (the namespace is the plane's own).
+    let mut applied = objects;
+    if let Some(items) = applied["items"].as_array_mut() {
+        items.retain(|o| o["kind"] != "Namespace");
+    }
+    node.kubectl(
+        &["delete", "--wait=false", "-f", "-"],
+        Some(&applied.to_string()),
+    )?;
+    node.down()?;
+    Ok(())
+}
+
+/// The numbers of the workload's `line N` documents shipped by `agent`
+/// (every agent when `None`).
+fn counter_lines(docs: &[Value], agent: Option<&str>) -> Vec<u64> {
+    docs.iter()
+        .filter(|d| d["kubernetes"]["pod"]["name"] == "counter")
+        .filter(|d| agent.is_none_or(|a| d["agent"]["name"] == a))
+        .filter_map(|d| {
+            d["message"]
+                .as_str()?
+                .strip_prefix("line ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// The namespace of the Helm release (the plane's own `leasehold` holds a
+/// Role of the chart's name).
+const HELM_NS: &str = "leasehold-helm";
+
+/// The Helm chart (with its data on a host directory, as the chart
+/// documents for keeping the registry across pod replacements): the
+/// leading pod is deleted as an admin would (`kubectl delete pod`); the
+/// DaemonSet's next pod takes the Lease, and from the documents: the two
+/// pods' leader-gated data does not overlap in time (the gap is printed),
+/// and every line the workload printed is shipped, none lost across the
+/// replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    start_counter(&node)?;
+    let api = plane.apiserver_addr();
+    let data = node.work().join("agent-data");
+    let values = json!({
+        "image": {"pullPolicy": "Never"},
+        "hostNetwork": true,
+        "monitoring": {"port": MONITORING_PORT},
+        "data": {"hostPath": data},
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": api.port().to_string()},
+            {"name": "API_SERVER", "value": format!("https://{api}")},
+            {"name": "ES_HOSTS", "value": sink.url()},
+            {"name": "KSM_HOST", "value": ksm_host(plane)?},
+        ],
+    });
+    let values_file = node.work().join("values.json");
+    std::fs::write(&values_file, values.to_string())?;
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold");
+    let kc = plane.admin_kubeconfig();
+    let helm = |args: &[&str]| -> Result<()> {
+        let out = std::process::Command::new(leasehold_testkit::tools::helm()?)
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(args)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "helm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    helm(&[
+        "install",
+        "leasehold",
+        chart.to_str().context("path")?,
+        "-n",
+        HELM_NS,
+        "--create-namespace",
+        "--values",
+        values_file.to_str().context("path")?,
+    ])?;
+    let selector = "app.kubernetes.io/name=leasehold";
+    let first = node.wait_ready(HELM_NS, selector, 1, POD_READY)?[0].clone();
+    node.wait_ready("default", "app=counter", 1, POD_READY)?;
+    let lease = "leasehold-leader";
+    wait_holder(&node, HELM_NS, lease, &first, Duration::from_secs(60)).await?;
+    let logs_index = "logs-kubernetes.container_logs-default";
+    let fields = ["message", "kubernetes.pod.name", "agent.name"];
+    wait_docs(
+        &sink,
+        logs_index,
+        &fields,
+        Duration::from_secs(60),
+        "the first pod ships the workload's logs",
+        |d| counter_lines(d, Some(&first)).len() >= 10,
+    )?;
+    let state_index = "metrics-kubernetes.state_pod-default";
+    wait_docs(
+        &sink,
+        state_index,
+        &["agent.name"],
+        Duration::from_secs(60),
+        "the first pod ships kube-state-metrics",
+        |d| d.iter().any(|x| x["agent"]["name"] == first.as_str()),
+    )?;
+
+    node.kubectl(
+        &["delete", "pod", "-n", HELM_NS, &first, "--wait=false"],
+        None,
+    )?;
+    let deadline = std::time::Instant::now() + POD_READY;
+    let second = loop {
+        let ready = node.wait_ready(HELM_NS, selector, 1, POD_READY)?;
+        if let Some(p) = ready.into_iter().find(|p| *p != first) {
+            break p;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no pod replaced {first}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    wait_holder(&node, HELM_NS, lease, &second, Duration::from_secs(60)).await?;
+    wait_docs(
+        &sink,
+        logs_index,
+        &fields,
+        Duration::from_secs(60),
+        "the second pod ships the workload's logs",
+        |d| counter_lines(d, Some(&second)).len() >= 10,
+    )?;
+    wait_docs(
+        &sink,
+        state_index,
+        &["agent.name"],
+        Duration::from_secs(60),
+        "the second pod ships kube-state-metrics",
+        |d| d.iter().any(|x| x["agent"]["name"] == second.as_str()),
+    )?;
+
+    // Every line from the first to the last shipped is there.
+    let logs = sources(&sink, logs_index, &fields)?;
+    let mut lines = counter_lines(&logs, None);
+    let shipped = lines.len();
+    lines.sort_unstable();
+    lines.dedup();
+    let (lo, hi) = (lines[0], lines[lines.len() - 1]);
+    let missing: Vec<u64> = (lo..=hi)
+        .filter(|n| lines.binary_search(n).is_err())
+        .collect();
+    // The two pods' gated documents, by their own timestamps.
+    let state = sources(&sink, state_index, &["agent.name", "@timestamp"])?;
+    let times = |who: &str| -> Vec<i64> {
+        state
+            .iter()
+            .filter(|d| d["agent"]["name"] == who)
+            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
+            .collect()
+    };
+    let (old, new) = (times(&first), times(&second));
+    let old_last = old.iter().copied().max().context("first pod's state_pod")?;
+    let new_first = new
+        .iter()
+        .copied()
+        .min()
+        .context("second pod's state_pod")?;
+    println!(
+        "pod {first} deleted, {second} leads; workload lines {lo}..={hi}: {} shipped, {} repeated, {} missing; gated data gap {} ms",
+        shipped,
+        shipped - lines.len(),
+        missing.len(),
+        (new_first - old_last) / 1000
+    );
+    assert!(
+        missing.is_empty(),
+        "lines lost across the pod replacement: {missing:?}"
+    );
+    assert_eq!(lo, 1, "the workload's first line");
+    assert!(
+        old_last < new_first,
+        "the deleted pod's gated documents overlap its successor's"
+    );
+    helm(&["uninstall", "leasehold", "-n", HELM_NS, "--wait"])?;
     node.down()?;
     Ok(())
 }

@@ -75,12 +75,24 @@ pub struct ChownDataArgs {
 }
 
 /// Makes `dir` (created if missing) owned by `uid:gid`, mode 0700: the
-/// agent's queues and registry are its own.
+/// agent's queues and registry are its own. Runs in an init container with
+/// `CAP_CHOWN` alone: the mode is set while the directory is still root's
+/// (changing another user's mode needs `CAP_FOWNER`), then it is handed
+/// over; a directory already handed over is left as it is.
 fn chown_data(args: &ChownDataArgs) -> i32 {
-    use std::os::unix::fs::PermissionsExt;
-    let result = std::fs::create_dir_all(&args.dir)
-        .and_then(|()| std::os::unix::fs::chown(&args.dir, Some(args.uid), Some(args.gid)))
-        .and_then(|()| std::fs::set_permissions(&args.dir, std::fs::Permissions::from_mode(0o700)));
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let hand_over = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&args.dir)?;
+        let meta = std::fs::metadata(&args.dir)?;
+        if meta.permissions().mode() & 0o7777 != 0o700 {
+            std::fs::set_permissions(&args.dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        if meta.uid() != args.uid || meta.gid() != args.gid {
+            std::os::unix::fs::chown(&args.dir, Some(args.uid), Some(args.gid))?;
+        }
+        Ok(())
+    };
+    let result = hand_over();
     match result {
         Ok(()) => 0,
         Err(e) => {

@@ -9,9 +9,8 @@
 
 mod agents;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,51 +28,18 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs a tool; its stdout, or an error with its stderr.
-fn run(program: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))?;
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .context("stdin")?
-            .write_all(input.as_bytes())?;
-    }
-    let o = child.wait_with_output()?;
-    if !o.status.success() {
-        bail!(
-            "{} {}: {}\n{}",
-            program.display(),
-            args.join(" "),
-            o.status,
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    Ok(String::from_utf8(o.stdout)?)
-}
-
 fn kubectl(plane: &ControlPlane, args: &[&str], stdin: Option<&str>) -> Result<String> {
     let kc = plane.admin_kubeconfig();
     let mut all = vec!["--kubeconfig", kc.to_str().context("path")?];
     all.extend_from_slice(args);
-    run(&tools::kubectl()?, &all, stdin)
+    tools::run(&tools::kubectl()?, &all, stdin)
 }
 
 fn helm(plane: &ControlPlane, args: &[&str]) -> Result<String> {
     let kc = plane.admin_kubeconfig();
     let mut all = vec!["--kubeconfig", kc.to_str().context("path")?];
     all.extend_from_slice(args);
-    run(&tools::helm()?, &all, None)
+    tools::run(&tools::helm()?, &all, None)
 }
 
 fn kustomize(plane: &ControlPlane, dir: &str) -> Result<String> {
@@ -323,7 +289,7 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
 #[test]
 fn the_chart_refuses_bad_values_naming_them() -> Result<()> {
     let refused = |set: &str| -> Result<String> {
-        match run(
+        match tools::run(
             &tools::helm()?,
             &["template", "v", &chart(), "--set", set],
             None,
@@ -352,7 +318,7 @@ fn the_chart_refuses_bad_values_naming_them() -> Result<()> {
         assert!(err.contains(said), "--set {set}: {err}");
     }
     // The edge of the timing rule is accepted: 6 × 1 < 5 × 2.
-    run(
+    tools::run(
         &tools::helm()?,
         &[
             "template",

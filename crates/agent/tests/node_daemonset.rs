@@ -295,18 +295,11 @@ async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line(
     let chart =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold");
     let kc = plane.admin_kubeconfig();
+    let kc = kc.to_str().context("kubeconfig path")?;
     let helm = |args: &[&str]| -> Result<()> {
-        let out = std::process::Command::new(leasehold_testkit::tools::helm()?)
-            .arg("--kubeconfig")
-            .arg(&kc)
-            .args(args)
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "helm {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
+        let mut all = vec!["--kubeconfig", kc];
+        all.extend_from_slice(args);
+        leasehold_testkit::tools::run(&leasehold_testkit::tools::helm()?, &all, None).map(drop)
     };
     helm(&[
         "install",

@@ -7,7 +7,6 @@
 //! drop, also when the test fails).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -61,7 +60,7 @@ impl Node {
         let kc = self.kubeconfig.to_str().context("kubeconfig path")?;
         let mut all = vec!["--kubeconfig", kc];
         all.extend_from_slice(args);
-        run(&tools::kubectl()?, &all, stdin)
+        tools::run(&tools::kubectl()?, &all, stdin)
     }
 
     /// Waits until the pods of `namespace` matching `selector` are at least
@@ -135,34 +134,5 @@ impl Drop for Node {
 }
 
 fn node(args: &[&str]) -> Result<String> {
-    run(&script("node"), args, None)
-}
-
-fn run(program: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
-    use std::io::Write;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("running {}", program.display()))?;
-    if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
-        input.write_all(text.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    if !out.status.success() {
-        bail!(
-            "{} {}: {}\n{}",
-            program.display(),
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    tools::run(&script("node"), args, None)
 }

@@ -4,7 +4,7 @@
 //! script a user runs, and cached per version outside the repository; the
 //! first call on a machine builds them, later calls only look them up.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -53,4 +53,35 @@ fn build(name: &str) -> Result<PathBuf> {
             anyhow!("controlplane/tools build {name} printed no `{name} PATH` line: {stdout:?}")
         })?;
     Ok(PathBuf::from(path.trim()))
+}
+
+/// Runs `program` (feeding `stdin` when given); its standard output, or
+/// an error with the command and its standard error.
+pub fn run(program: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
+        input.write_all(text.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "{} {}: {}\n{}",
+            program.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -212,9 +212,19 @@ impl Fleet {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", s.program.display()))?;
+        // A program file just written may still be open for writing in a
+        // child another thread forked and has not yet exec'd: exec then
+        // fails with ETXTBSY until that child execs. Retried, bounded.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => break r.with_context(|| format!("starting {}", s.program.display()))?,
+            }
+        };
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
         let tx = self.events_tx.clone();
         tokio::spawn(async move {

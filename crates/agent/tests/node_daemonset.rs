@@ -318,23 +318,28 @@ async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line(
     wait_holder(&node, HELM_NS, lease, &first, Duration::from_secs(60)).await?;
     let logs_index = "logs-kubernetes.container_logs-default";
     let fields = ["message", "kubernetes.pod.name", "agent.name"];
-    wait_docs(
-        &sink,
-        logs_index,
-        &fields,
-        Duration::from_secs(60),
-        "the first pod ships the workload's logs",
-        |d| counter_lines(d, Some(&first)).len() >= 10,
-    )?;
     let state_index = "metrics-kubernetes.state_pod-default";
-    wait_docs(
-        &sink,
-        state_index,
-        &["agent.name"],
-        Duration::from_secs(60),
-        "the first pod ships kube-state-metrics",
-        |d| d.iter().any(|x| x["agent"]["name"] == first.as_str()),
-    )?;
+    // What a leading pod ships: the workload's logs and gated data.
+    let shipping = |pod: &str, which: &str| -> Result<()> {
+        wait_docs(
+            &sink,
+            logs_index,
+            &fields,
+            Duration::from_secs(60),
+            &format!("the {which} pod ships the workload's logs"),
+            |d| counter_lines(d, Some(pod)).len() >= 10,
+        )?;
+        wait_docs(
+            &sink,
+            state_index,
+            &["agent.name"],
+            Duration::from_secs(60),
+            &format!("the {which} pod ships kube-state-metrics"),
+            |d| d.iter().any(|x| x["agent"]["name"] == pod),
+        )?;
+        Ok(())
+    };
+    shipping(&first, "first")?;
 
     node.kubectl(
         &["delete", "pod", "-n", HELM_NS, &first, "--wait=false"],
@@ -353,22 +358,7 @@ async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line(
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     wait_holder(&node, HELM_NS, lease, &second, Duration::from_secs(60)).await?;
-    wait_docs(
-        &sink,
-        logs_index,
-        &fields,
-        Duration::from_secs(60),
-        "the second pod ships the workload's logs",
-        |d| counter_lines(d, Some(&second)).len() >= 10,
-    )?;
-    wait_docs(
-        &sink,
-        state_index,
-        &["agent.name"],
-        Duration::from_secs(60),
-        "the second pod ships kube-state-metrics",
-        |d| d.iter().any(|x| x["agent"]["name"] == second.as_str()),
-    )?;
+    shipping(&second, "second")?;
 
     // Every line from the first to the last shipped is there.
     let logs = sources(&sink, logs_index, &fields)?;

@@ -387,17 +387,6 @@ pub(super) async fn run_writer(
             match result {
                 Ok(()) => {
                     metrics.health.succeeded();
-                    if let Some(d) = &disk {
-                        let acked = tokio::select! {
-                            biased;
-                            _ = control.abort.cancelled() => return rx.len(),
-                            r = d.ack(taken) => r,
-                        };
-                        if let Err(e) = acked {
-                            tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
-                        }
-                        metrics.set_depth(d.depth());
-                    }
                     break;
                 }
                 Err(e) => {
@@ -426,6 +415,19 @@ pub(super) async fn run_writer(
                     backoff = (backoff * 2).min(backoff_max);
                 }
             }
+        }
+        // Every line taken is settled: delivered, or discarded because its
+        // term ended (a batch of those alone never reaches the sink).
+        if let Some(d) = &disk {
+            let acked = tokio::select! {
+                biased;
+                _ = control.abort.cancelled() => return rx.len(),
+                r = d.ack(taken) => r,
+            };
+            if let Err(e) = acked {
+                tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
+            }
+            metrics.set_depth(d.depth());
         }
         budget.release(held);
         metrics.set_bytes(budget.used());
@@ -1017,6 +1019,41 @@ mod tests {
         );
         assert_eq!(metrics.events_term_ended("default"), 2);
         // Discarded is acknowledged to the queue: nothing comes back.
+        let again = DiskQueue::open(&queue_dir, super::super::disk::DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(again.depth(), 0);
+    }
+
+    /// A batch holding only events of ended terms never reaches the sink,
+    /// and is still settled in the disk queue: nothing is left to send
+    /// again at the next start.
+    #[tokio::test]
+    async fn a_batch_of_ended_terms_alone_is_settled_in_the_disk_queue() {
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        use tokio_util::task::TaskTracker;
+        let dir = tempfile::tempdir().unwrap();
+        let queue_dir = dir.path().join("queue");
+        let settings = FileSettings::new(dir.path().join("out"));
+        let metrics = OutputMetrics::new();
+        let outputs = with_disk_queue(settings.clone(), queue_dir.clone(), metrics.clone());
+        let tx = outputs.sender("default").unwrap();
+        let r = Arc::new(Recorder::default());
+        let over = CancellationToken::new();
+        over.cancel();
+        let ended = TermFence::new(over, TaskTracker::new());
+        tx.send(
+            Event::from_line(
+                "gated".into(),
+                b"{\"n\":1,\"leader\":{\"lease\":\"l\",\"term\":1}}\n".to_vec(),
+            )
+            .with_ack(Ack::new(r.clone(), 1))
+            .with_fence(ended),
+        )
+        .await
+        .unwrap();
+        assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        assert!(all_lines(&settings).is_empty());
+        assert!(r.0.lock().unwrap().is_empty());
+        assert_eq!(metrics.events_term_ended("default"), 1);
         let again = DiskQueue::open(&queue_dir, super::super::disk::DEFAULT_MAX_SIZE).unwrap();
         assert_eq!(again.depth(), 0);
     }

@@ -291,6 +291,13 @@ def make_pki(pki: Path) -> None:
             "-subj", "/CN=kube-apiserver", cwd=pki)
     openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
             "-CAcreateserial", "-days", "30", "-extfile", "san.ext", "-out", "apiserver.crt", cwd=pki)
+    # The API server's client certificate for kubelets (logs, exec, port
+    # forwarding): a kubelet that authenticates its callers needs one.
+    (pki / "client.ext").write_text("extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet-client.key", "-out",
+            "kubelet-client.csr", "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client", cwd=pki)
+    openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "30", "-extfile", "client.ext", "-out", "kubelet-client.crt", cwd=pki)
     openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     for f in pki.iterdir():
@@ -319,6 +326,8 @@ def component_args(state: dict, comp: str) -> list[str]:
         f"--etcd-servers=http://127.0.0.1:{state['etcd_client_port']}",
         f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
+        f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'kubelet-client.key'}",
         f"--token-auth-file={d / 'tokens.csv'}",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",

@@ -7,8 +7,10 @@ like the rest of controlplane/); images assembled locally (no registry).
 
   controlplane/node build                       the three binaries, once per machine
   controlplane/node images --work W [--leasehold BIN] [--leasehold-image NAME]
-                                                pause, busybox (and the agent) archives
+                                                pause, busybox, kube-state-metrics (and
+                                                the agent) archives
   controlplane/node up --plane D --work W       the node, Ready, images imported
+  controlplane/node tag --work W SOURCE TARGET  another name for an imported image
   controlplane/node down --work W               everything stopped by pid, host undone
 
 Needs (Debian): containerd runc containernetworking-plugins busybox-static
@@ -44,8 +46,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ociimage  # noqa: E402
 from controlplane import (  # noqa: E402
+    KSM_VERSION,
     KUBERNETES_VERSION,
     ROOT,
+    build_ksm,
     Failure,
     alive,
     cache_base,
@@ -67,6 +71,7 @@ POD_SUBNET = "10.244.0.0/24"
 SANDBOX_IMAGE = "leasehold.local/pause:1"
 BUSYBOX_IMAGE = "leasehold.local/busybox:1"
 AGENT_IMAGE = "ghcr.io/leasehold/leasehold:0.1.0"
+KSM_IMAGE = f"leasehold.local/kube-state-metrics:{KSM_VERSION}"
 # The node name is its address: the plane's kube-apiserver reaches the
 # kubelet (logs, exec) at a node's Hostname/InternalIP, and a loopback
 # --node-ip is refused.
@@ -188,6 +193,11 @@ def cmd_images(args: argparse.Namespace) -> None:
         name=BUSYBOX_IMAGE, files=[(BUSYBOX, "/bin/busybox")],
         symlinks=[("busybox", f"/bin/{a}") for a in applets if a != "busybox"],
         dirs=["/tmp", "/etc"], cmd=["/bin/sh"]), img / "busybox.tar")
+    # kube-state-metrics as its own image publishes it: the static binary
+    # alone, an unprivileged user.
+    ociimage.write(ociimage.Image(name=KSM_IMAGE, files=[(build_ksm(), "/kube-state-metrics")],
+                                  entrypoint=["/kube-state-metrics"], user="65534:65534"),
+                   img / "kube-state-metrics.tar")
     if args.leasehold:
         ociimage.write(agent_image(Path(args.leasehold), args.leasehold_image, img / "agent-files"),
                        img / "leasehold.tar")
@@ -520,6 +530,19 @@ def cmd_down(args: argparse.Namespace) -> None:
     log(f"down in {time.monotonic() - t0:.1f} s")
 
 
+def cmd_tag(args: argparse.Namespace) -> None:
+    """Another name for an imported image (a new tag for a rolling update
+    without rebuilding it)."""
+    sock = Path(args.work).resolve() / "containerd" / "containerd.sock"
+    if not sock.exists():
+        raise Failure(f"no node runs in {args.work}: run `controlplane/node up` first")
+    res = subprocess.run(["ctr", "--address", str(sock), "-n", "k8s.io", "images", "tag", "--force",
+                          args.source, args.target], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise Failure(f"tagging {args.source} as {args.target} failed: {res.stderr.strip()}")
+    log(f"{args.target} is {args.source}")
+
+
 def cmd_build(_args: argparse.Namespace) -> None:
     for name, path in build().items():
         print(f"{name} {path}")
@@ -540,6 +563,11 @@ def main() -> int:
     s.add_argument("--work", required=True)
     s.add_argument("--timeout", type=float, default=120)
     s.set_defaults(fn=cmd_up)
+    s = sub.add_parser("tag")
+    s.add_argument("--work", required=True)
+    s.add_argument("source")
+    s.add_argument("target")
+    s.set_defaults(fn=cmd_tag)
     s = sub.add_parser("down")
     s.add_argument("--work", required=True)
     s.add_argument("--timeout", type=float, default=60)

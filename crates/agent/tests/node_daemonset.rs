@@ -1,10 +1,18 @@
 //! The shipped manifests as real DaemonSet pods on a real node (kubelet +
 //! containerd, `controlplane/node`), judged from what reaches a real
-//! OpenSearch: the kustomize base becomes Ready with its own ServiceAccount
-//! token, takes the Lease, and ships the container logs containerd writes
-//! for a busybox workload (with pod metadata), kube-state-metrics and
-//! Events; the Helm chart hands over when its leading pod is deleted, and
-//! the pod that replaces it loses no line of the workload's logs.
+//! OpenSearch:
+//!
+//! - the kustomize base becomes Ready with its own ServiceAccount token,
+//!   takes the Lease, and ships the container logs containerd writes for a
+//!   busybox workload (with pod metadata), kube-state-metrics (itself a
+//!   Deployment scheduled on the node) and Events; the kubelet answers
+//!   `/stats/summary` to the agent's ServiceAccount and refuses another; a
+//!   changed ConfigMap is reloaded live by the same pod;
+//! - the Helm chart hands over when its leading pod is deleted, restarted
+//!   by `kubectl rollout restart` and upgraded to a new image tag: no two
+//!   pods' leader-gated documents overlap (each gap printed), and no line
+//!   of the workload's logs is lost across the replacements (the registry
+//!   lives on the chart's hostPath data volume).
 //!
 //! One node per machine: the tests take turns.
 //!
@@ -23,7 +31,7 @@ use std::time::Duration;
 use agents::docs::{sources, wait_docs};
 use anyhow::{Context, Result};
 use leasehold_testkit::ControlPlane;
-use leasehold_testkit::node::{BUSYBOX_IMAGE, Node};
+use leasehold_testkit::node::{AGENT_IMAGE, BUSYBOX_IMAGE, KSM_IMAGE, Node};
 use leasehold_testkit::sinks::{SinkKind, TestSink};
 use serde_json::{Value, json};
 
@@ -60,7 +68,7 @@ fn start_counter(node: &Node) -> Result<()> {
     Ok(())
 }
 
-/// `host:port` of the test kube-state-metrics.
+/// `host:port` of the test kube-state-metrics run beside the plane.
 fn ksm_host(plane: &ControlPlane) -> Result<String> {
     Ok(plane
         .kube_state_metrics()?
@@ -68,6 +76,67 @@ fn ksm_host(plane: &ControlPlane) -> Result<String> {
         .trim_start_matches("http://")
         .trim_end_matches("/metrics")
         .to_string())
+}
+
+/// kube-state-metrics' port when it runs as a pod of the node.
+const KSM_PORT: u16 = 19692;
+const KSM_NS: &str = "leasehold-ksm";
+
+/// kube-state-metrics as a Deployment scheduled on the node, with a
+/// ServiceAccount and a ClusterRole of its own (list and watch of what it
+/// exports), on the host network (the API server listens on loopback).
+fn ksm_objects(plane: &ControlPlane) -> Value {
+    let api = plane.apiserver_addr();
+    let resources = [
+        ("", "namespaces"),
+        ("", "nodes"),
+        ("", "pods"),
+        ("apps", "deployments"),
+        ("apps", "daemonsets"),
+    ];
+    let rules: Vec<Value> = resources
+        .iter()
+        .map(|(g, r)| json!({"apiGroups": [g], "resources": [r], "verbs": ["list", "watch"]}))
+        .collect();
+    let names: Vec<&str> = resources.iter().map(|(_, r)| *r).collect();
+    let labels = json!({"app.kubernetes.io/name": "kube-state-metrics"});
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KSM_NS}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "kube-state-metrics", "namespace": KSM_NS}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "leasehold-test-kube-state-metrics"}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "leasehold-test-kube-state-metrics"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "leasehold-test-kube-state-metrics"},
+         "subjects": [{"kind": "ServiceAccount", "name": "kube-state-metrics", "namespace": KSM_NS}]},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "kube-state-metrics", "namespace": KSM_NS},
+         "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "serviceAccountName": "kube-state-metrics",
+                "hostNetwork": true,
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{
+                    "name": "kube-state-metrics", "image": KSM_IMAGE, "imagePullPolicy": "Never",
+                    "args": [
+                        "--host=127.0.0.1", format!("--port={KSM_PORT}"),
+                        "--telemetry-host=127.0.0.1", format!("--telemetry-port={}", KSM_PORT + 1),
+                        format!("--resources={}", names.join(",")),
+                    ],
+                    "env": [
+                        {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+                        {"name": "KUBERNETES_SERVICE_PORT", "value": api.port().to_string()},
+                    ],
+                    "readinessProbe": {"httpGet": {"host": "127.0.0.1", "path": "/", "port": KSM_PORT},
+                                       "periodSeconds": 2},
+                }],
+            }},
+         }},
+    ]})
 }
 
 /// Waits until the Lease `namespace/name` is held by `holder`.
@@ -144,17 +213,47 @@ fn manifests(node: &Node, plane: &ControlPlane, env: &[(&str, String)]) -> Resul
 async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<()> {
     let _one = NODE.lock().await;
     let plane = ControlPlane::shared();
-    let ksm_host = ksm_host(plane)?;
     let sink_dir = tempfile::tempdir()?;
     let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
     let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
 
     start_counter(&node)?;
-    let objects = manifests(
+    let ksm = ksm_objects(plane);
+    node.kubectl(&["apply", "-f", "-"], Some(&ksm.to_string()))?;
+    node.wait_ready(
+        KSM_NS,
+        "app.kubernetes.io/name=kube-state-metrics",
+        1,
+        POD_READY,
+    )?;
+    let mut objects = manifests(
         &node,
         plane,
-        &[("ES_HOSTS", sink.url().to_string()), ("KSM_HOST", ksm_host)],
+        &[
+            ("ES_HOSTS", sink.url().to_string()),
+            ("KSM_HOST", format!("127.0.0.1:{KSM_PORT}")),
+        ],
     )?;
+    // The policy starts without `state_namespace`; the ConfigMap's change
+    // below adds it back, live.
+    let policy_map = objects["items"]
+        .as_array_mut()
+        .context("items")?
+        .iter_mut()
+        .find(|o| o["kind"] == "ConfigMap")
+        .context("the ConfigMap")?;
+    let shipped_policy = policy_map["data"]["leasehold.yml"]
+        .as_str()
+        .context("leasehold.yml")?
+        .to_string();
+    let without = shipped_policy.replace(", state_namespace]", "]");
+    anyhow::ensure!(
+        without != shipped_policy,
+        "the policy lists state_namespace"
+    );
+    policy_map["data"]["leasehold.yml"] = json!(without);
+    let mut changed_map = policy_map.clone();
+    changed_map["data"]["leasehold.yml"] = json!(shipped_policy);
     node.kubectl(&["apply", "-f", "-"], Some(&objects.to_string()))?;
     let pods = node.wait_ready(NS, "app.kubernetes.io/name=leasehold", 1, POD_READY)?;
     node.wait_ready("default", "app=counter", 1, POD_READY)?;
@@ -225,6 +324,78 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
         "pod {agent_pod} Ready and leading; {} log documents of the workload",
         mine.len()
     );
+
+    // Least privilege, at the kubelet: the agent's ServiceAccount reads its
+    // node's /stats/summary (the kubelet checks the token and `nodes/stats`
+    // with the API server); another account of the namespace is refused.
+    let token = |sa: &str| -> Result<String> {
+        Ok(node
+            .kubectl(&["create", "token", sa, "-n", NS, "--duration=10m"], None)?
+            .trim()
+            .to_string())
+    };
+    let summary: Value =
+        serde_json::from_str(&node.kubelet_get("/stats/summary", &token("leasehold")?)?)?;
+    assert_eq!(summary["node"]["nodeName"], "127.0.0.1", "{summary}");
+    assert!(
+        summary["pods"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["podRef"]["name"] == agent_pod.as_str())),
+        "the agent's own pod in the kubelet's summary"
+    );
+    let refused = node
+        .kubelet_get("/stats/summary", &token("default")?)
+        .expect_err("an account without nodes/stats is refused");
+    assert!(
+        format!("{refused:#}").contains("Forbidden"),
+        "the kubelet's refusal: {refused:#}"
+    );
+
+    // A changed ConfigMap reaches the running pod through the kubelet's
+    // symlink swap and is reloaded live: the same pod, never restarted,
+    // ships the added metricset, and its gated data goes on.
+    let reload_from = agents::now_us();
+    node.kubectl(&["apply", "-f", "-"], Some(&changed_map.to_string()))?;
+    wait_docs(
+        &sink,
+        "metrics-kubernetes.state_namespace-default",
+        &["agent.name"],
+        POD_READY,
+        "state_namespace after the ConfigMap's change",
+        |d| d.iter().any(|x| x["agent"]["name"] == agent_pod.as_str()),
+    )?;
+    let pod: Value = serde_json::from_str(
+        &node.kubectl(&["get", "pod", "-n", NS, &agent_pod, "-o", "json"], None)?,
+    )?;
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["restartCount"], 0,
+        "reloaded, not restarted"
+    );
+    let state = sources(
+        &sink,
+        "metrics-kubernetes.state_pod-default",
+        &["agent.name", "@timestamp"],
+    )?;
+    let mut times: Vec<i64> = state
+        .iter()
+        .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
+        .collect();
+    times.sort_unstable();
+    let widest = times
+        .windows(2)
+        .filter(|w| w[1] >= reload_from)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(0);
+    println!(
+        "ConfigMap changed: reloaded by {agent_pod}; widest gap in state_pod since {} ms",
+        widest / 1000
+    );
+    assert!(
+        widest < 25_000_000,
+        "the reload stopped the leader's gated data for {} ms (period 10 s)",
+        widest / 1000
+    );
     // The DaemonSet would come back on the next node: remove what was
     // applied (the namespace is the plane's own).
     let mut applied = objects;
@@ -234,6 +405,10 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
     node.kubectl(
         &["delete", "--wait=false", "-f", "-"],
         Some(&applied.to_string()),
+    )?;
+    node.kubectl(
+        &["delete", "--wait=false", "-f", "-"],
+        Some(&ksm.to_string()),
     )?;
     node.down()?;
     Ok(())
@@ -256,19 +431,36 @@ fn counter_lines(docs: &[Value], agent: Option<&str>) -> Vec<u64> {
         .collect()
 }
 
+/// Waits for the Ready pod of `selector` that replaced `old`; its name.
+async fn replacement(node: &Node, namespace: &str, selector: &str, old: &str) -> Result<String> {
+    let deadline = std::time::Instant::now() + POD_READY;
+    loop {
+        let ready = node.wait_ready(namespace, selector, 1, POD_READY)?;
+        if let Some(p) = ready.into_iter().find(|p| p != old) {
+            return Ok(p);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no pod replaced {old}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The namespace of the Helm release (the plane's own `leasehold` holds a
 /// Role of the chart's name).
 const HELM_NS: &str = "leasehold-helm";
 
 /// The Helm chart (with its data on a host directory, as the chart
 /// documents for keeping the registry across pod replacements): the
-/// leading pod is deleted as an admin would (`kubectl delete pod`); the
-/// DaemonSet's next pod takes the Lease, and from the documents: the two
-/// pods' leader-gated data does not overlap in time (the gap is printed),
-/// and every line the workload printed is shipped, none lost across the
-/// replacement.
+/// leading pod is replaced three ways, as an admin would: `kubectl delete
+/// pod`, `kubectl rollout restart`, `helm upgrade` to a new image tag. Each
+/// time the DaemonSet's next pod takes the Lease, and from the documents:
+/// the pods' leader-gated data does not overlap in time (the gaps are
+/// printed), and every line the workload printed is shipped, none lost
+/// across the replacements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line() -> Result<()> {
+async fn a_replaced_leading_pod_hands_over_and_no_log_line_is_lost() -> Result<()> {
     let _one = NODE.lock().await;
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
@@ -341,24 +533,68 @@ async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line(
     };
     shipping(&first, "first")?;
 
-    node.kubectl(
-        &["delete", "pod", "-n", HELM_NS, &first, "--wait=false"],
-        None,
+    // Three ways a pod is replaced; each time the next pod must take the
+    // Lease and ship.
+    let next_tag = "0.1.0-next";
+    node.tag_image(
+        AGENT_IMAGE,
+        &format!("ghcr.io/leasehold/leasehold:{next_tag}"),
     )?;
-    let deadline = std::time::Instant::now() + POD_READY;
-    let second = loop {
-        let ready = node.wait_ready(HELM_NS, selector, 1, POD_READY)?;
-        if let Some(p) = ready.into_iter().find(|p| *p != first) {
-            break p;
+    let mut pods = vec![first.clone()];
+    let steps = [
+        "kubectl delete pod",
+        "kubectl rollout restart",
+        "helm upgrade of the image",
+    ];
+    for step in steps {
+        let before = pods.last().context("a pod")?.clone();
+        match step {
+            "kubectl delete pod" => {
+                node.kubectl(
+                    &["delete", "pod", "-n", HELM_NS, &before, "--wait=false"],
+                    None,
+                )?;
+            }
+            "kubectl rollout restart" => {
+                node.kubectl(
+                    &["rollout", "restart", "daemonset/leasehold", "-n", HELM_NS],
+                    None,
+                )?;
+            }
+            _ => helm(&[
+                "upgrade",
+                "leasehold",
+                chart.to_str().context("path")?,
+                "-n",
+                HELM_NS,
+                "--values",
+                values_file.to_str().context("path")?,
+                "--set",
+                &format!("image.tag={next_tag}"),
+            ])?,
         }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "no pod replaced {first}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    wait_holder(&node, HELM_NS, lease, &second, Duration::from_secs(60)).await?;
-    shipping(&second, "second")?;
+        let after = replacement(&node, HELM_NS, selector, &before).await?;
+        wait_holder(&node, HELM_NS, lease, &after, Duration::from_secs(60)).await?;
+        shipping(&after, step)?;
+        pods.push(after);
+    }
+    let last: Value = serde_json::from_str(&node.kubectl(
+        &[
+            "get",
+            "pod",
+            "-n",
+            HELM_NS,
+            pods.last().context("a pod")?,
+            "-o",
+            "json",
+        ],
+        None,
+    )?)?;
+    assert_eq!(
+        last["spec"]["containers"][0]["image"],
+        format!("ghcr.io/leasehold/leasehold:{next_tag}"),
+        "the upgraded pod runs the new image"
+    );
 
     // Every line from the first to the last shipped is there.
     let logs = sources(&sink, logs_index, &fields)?;
@@ -370,38 +606,51 @@ async fn a_deleted_leading_pod_hands_over_and_its_replacement_loses_no_log_line(
     let missing: Vec<u64> = (lo..=hi)
         .filter(|n| lines.binary_search(n).is_err())
         .collect();
-    // The two pods' gated documents, by their own timestamps.
-    let state = sources(&sink, state_index, &["agent.name", "@timestamp"])?;
-    let times = |who: &str| -> Vec<i64> {
-        state
-            .iter()
-            .filter(|d| d["agent"]["name"] == who)
-            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
-            .collect()
-    };
-    let (old, new) = (times(&first), times(&second));
-    let old_last = old.iter().copied().max().context("first pod's state_pod")?;
-    let new_first = new
-        .iter()
-        .copied()
-        .min()
-        .context("second pod's state_pod")?;
     println!(
-        "pod {first} deleted, {second} leads; workload lines {lo}..={hi}: {} shipped, {} repeated, {} missing; gated data gap {} ms",
+        "workload lines {lo}..={hi} across {} pods: {} shipped, {} repeated, {} missing",
+        pods.len(),
         shipped,
         shipped - lines.len(),
         missing.len(),
-        (new_first - old_last) / 1000
     );
+    // Each pod's gated documents, by their own timestamps: every pod's
+    // end before its successor's first, the gap printed.
+    let state = sources(&sink, state_index, &["agent.name", "@timestamp"])?;
+    let span = |who: &str| -> Result<(i64, i64)> {
+        let times: Vec<i64> = state
+            .iter()
+            .filter(|d| d["agent"]["name"] == who)
+            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
+            .collect();
+        Ok((
+            *times
+                .iter()
+                .min()
+                .with_context(|| format!("{who}'s state_pod"))?,
+            *times.iter().max().context("a time")?,
+        ))
+    };
+    for (i, pair) in pods.windows(2).enumerate() {
+        let ((_, old_last), (new_first, _)) = (span(&pair[0])?, span(&pair[1])?);
+        println!(
+            "{}: {} -> {}, gated data gap {} ms",
+            steps[i],
+            pair[0],
+            pair[1],
+            (new_first - old_last) / 1000
+        );
+        assert!(
+            old_last < new_first,
+            "{}: {}'s gated documents overlap its successor's",
+            steps[i],
+            pair[0]
+        );
+    }
     assert!(
         missing.is_empty(),
-        "lines lost across the pod replacement: {missing:?}"
+        "lines lost across the pod replacements: {missing:?}"
     );
     assert_eq!(lo, 1, "the workload's first line");
-    assert!(
-        old_last < new_first,
-        "the deleted pod's gated documents overlap its successor's"
-    );
     helm(&["uninstall", "leasehold", "-n", HELM_NS, "--wait"])?;
     node.down()?;
     Ok(())

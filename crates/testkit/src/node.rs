@@ -19,6 +19,10 @@ use crate::tools;
 pub const AGENT_IMAGE: &str = "ghcr.io/leasehold/leasehold:0.1.0";
 /// A busybox image for workloads (`sh`, `echo`, `sleep`).
 pub const BUSYBOX_IMAGE: &str = "leasehold.local/busybox:1";
+/// kube-state-metrics, the version the plane builds, as an image.
+pub const KSM_IMAGE: &str = "leasehold.local/kube-state-metrics:v2.20.0";
+/// The kubelet's HTTPS port on the node (`controlplane/node`).
+pub const KUBELET_PORT: u16 = 19650;
 
 /// A running node; stopped by [`Node::down`] or on drop.
 pub struct Node {
@@ -61,6 +65,40 @@ impl Node {
         let mut all = vec!["--kubeconfig", kc];
         all.extend_from_slice(args);
         tools::run(&tools::kubectl()?, &all, stdin)
+    }
+
+    /// Gives the imported image `source` the name `target` too, as a
+    /// registry would serve a new tag of the same build.
+    pub fn tag_image(&self, source: &str, target: &str) -> Result<()> {
+        let w = self.work.path().to_str().context("work path")?;
+        node(&["tag", "--work", w, source, target]).map(drop)
+    }
+
+    /// `GET path` of the kubelet as the bearer of `token` (verifying the
+    /// kubelet's own serving certificate): the body, or the kubelet's
+    /// refusal as the error. The token goes through a private kubeconfig,
+    /// never a command line.
+    pub fn kubelet_get(&self, path: &str, token: &str) -> Result<String> {
+        let ca = self.work.path().join("kubelet/pki/kubelet.crt");
+        let config = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "kubelet",
+            "clusters": [{"name": "kubelet", "cluster": {
+                "server": format!("https://127.0.0.1:{KUBELET_PORT}"),
+                "certificate-authority": ca,
+            }}],
+            "users": [{"name": "bearer", "user": {"token": token}}],
+            "contexts": [{"name": "kubelet", "context": {"cluster": "kubelet", "user": "bearer"}}],
+        });
+        let file = tempfile::Builder::new()
+            .prefix("kubelet-")
+            .tempfile_in(self.work.path())?;
+        std::fs::write(file.path(), config.to_string())?;
+        let kc = file.path().to_str().context("kubeconfig path")?;
+        tools::run(
+            &tools::kubectl()?,
+            &["--kubeconfig", kc, "get", "--raw", path],
+            None,
+        )
     }
 
     /// Waits until the pods of `namespace` matching `selector` are at least
@@ -135,4 +173,21 @@ impl Drop for Node {
 
 fn node(args: &[&str]) -> Result<String> {
     tools::run(&script("node"), args, None)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The image name follows the version `controlplane/` builds.
+    #[test]
+    fn the_ksm_image_names_the_version_the_plane_builds() {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../controlplane/lib/controlplane.py");
+        let text = std::fs::read_to_string(script).unwrap();
+        let version = text
+            .lines()
+            .find_map(|l| l.strip_prefix("KSM_VERSION = "))
+            .unwrap()
+            .trim_matches('"');
+        assert!(super::KSM_IMAGE.ends_with(&format!(":{version}")));
+    }
 }

@@ -655,3 +655,258 @@ async fn a_replaced_leading_pod_hands_over_and_no_log_line_is_lost() -> Result<(
     node.down()?;
     Ok(())
 }
+
+/// The namespace of the several-pods election.
+const ELECTION_NS: &str = "leasehold-election";
+
+/// Elections among several pods: one node runs one DaemonSet pod, so two
+/// more agent pods of the same image run as a Deployment (same
+/// ServiceAccount, the policy the chart rendered, the same Lease). Each pod
+/// writes its leader-gated `state_pod` (every second) to a file on a host
+/// directory, so nothing collapses: every document of every pod is judged.
+/// The leading DaemonSet pod is deleted (one of the three others takes
+/// over), then the node is drained (`kubectl drain --ignore-daemonsets`:
+/// the Deployment's pods are evicted, the DaemonSet's stays and ends up
+/// leading) and uncordoned (the Deployment's pods come back as candidates
+/// and leadership stays where it is). No two pods' gated documents overlap
+/// in time; each handover's gap is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_daemonset_and_a_deployment_elect_one_leader_through_a_drain() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    let api = plane.apiserver_addr();
+    let ksm = ksm_host(plane)?;
+    // Host directories the pods write to (the DaemonSet's through the
+    // chart's data.hostPath, which the chart hands to the agent's user).
+    let ds_data = node.work().join("ds-data");
+    let extra_data = node.work().join("extra-data");
+    std::fs::create_dir_all(&extra_data)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&extra_data, std::fs::Permissions::from_mode(0o777))?;
+    }
+    let env = |out_root: &str| {
+        json!([
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": api.port().to_string()},
+            {"name": "KSM_HOST", "value": ksm},
+            {"name": "OUT_DIR", "value": format!("{out_root}/out/$(POD_NAME)")},
+        ])
+    };
+    let values = json!({
+        "image": {"pullPolicy": "Never"},
+        "hostNetwork": true,
+        "monitoring": {"port": MONITORING_PORT},
+        "data": {"hostPath": ds_data},
+        "extraEnv": env("/var/lib/leasehold"),
+        "policy": {
+            "outputs": {"default": {
+                "type": "file", "path": "${env.OUT_DIR}", "filename": "events",
+                "hosts": null, "username": null, "password": null,
+            }},
+            "inputs": [{
+                "id": "cluster-state", "type": "kubernetes/metrics",
+                "condition": "${kubernetes_leaderelection.leader} == true",
+                "streams": [{"metricsets": ["state_pod"], "hosts": ["${env.KSM_HOST}"], "period": "1s"}],
+            }],
+        },
+    });
+    let values_file = node.work().join("election-values.json");
+    std::fs::write(&values_file, values.to_string())?;
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold");
+    let kc = plane.admin_kubeconfig();
+    let kc = kc.to_str().context("kubeconfig path")?;
+    let helm = |args: &[&str]| -> Result<()> {
+        let mut all = vec!["--kubeconfig", kc];
+        all.extend_from_slice(args);
+        leasehold_testkit::tools::run(&leasehold_testkit::tools::helm()?, &all, None).map(drop)
+    };
+    helm(&[
+        "install",
+        "leasehold",
+        chart.to_str().context("path")?,
+        "-n",
+        ELECTION_NS,
+        "--create-namespace",
+        "--values",
+        values_file.to_str().context("path")?,
+    ])?;
+    let ds_selector = "app.kubernetes.io/name=leasehold";
+    let lease = "leasehold-leader";
+    let first = node.wait_ready(ELECTION_NS, ds_selector, 1, POD_READY)?[0].clone();
+    wait_holder(&node, ELECTION_NS, lease, &first, Duration::from_secs(60)).await?;
+
+    // The Deployment: the chart's ServiceAccount and policy, its own
+    // data and output directories, no monitoring port (host network).
+    let extra_labels = json!({"app": "leasehold-candidates"});
+    let mut extra_env = vec![
+        json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+        json!({"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}),
+        json!({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}),
+    ];
+    extra_env.extend(
+        env("/var/lib/leasehold")
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let extras = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "leasehold-candidates", "namespace": ELECTION_NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": extra_labels},
+            "template": {"metadata": {"labels": extra_labels}, "spec": {
+                "serviceAccountName": "leasehold",
+                "hostNetwork": true,
+                "terminationGracePeriodSeconds": 40,
+                "securityContext": {"runAsUser": 65532, "runAsGroup": 65532},
+                "containers": [{
+                    "name": "leasehold", "image": AGENT_IMAGE, "imagePullPolicy": "Never",
+                    "args": ["run", "-c", "/etc/leasehold/leasehold.yml",
+                             "--path.data", "/var/lib/leasehold/data/$(POD_NAME)"],
+                    "env": extra_env,
+                    "volumeMounts": [
+                        {"name": "policy", "mountPath": "/etc/leasehold", "readOnly": true},
+                        {"name": "data", "mountPath": "/var/lib/leasehold"},
+                    ],
+                }],
+                "volumes": [
+                    {"name": "policy", "configMap": {"name": "leasehold-policy"}},
+                    {"name": "data", "hostPath": {"path": extra_data, "type": "Directory"}},
+                ],
+            }},
+        },
+    });
+    node.kubectl(&["apply", "-f", "-"], Some(&extras.to_string()))?;
+    let extra_selector = "app=leasehold-candidates";
+    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)?;
+
+    let dirs = [ds_data.join("out"), extra_data.join("out")];
+    leads_and_writes(&node, &dirs, &first, 0).await?;
+
+    // The leading DaemonSet pod goes: one of the three candidates left
+    // takes the Lease.
+    let at = agents::now_us();
+    node.kubectl(
+        &["delete", "pod", "-n", ELECTION_NS, &first, "--wait=false"],
+        None,
+    )?;
+    let second_ds = replacement(&node, ELECTION_NS, ds_selector, &first).await?;
+    let holder = {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let lease_obj: Value = serde_json::from_str(&node.kubectl(
+                &["get", "lease", "-n", ELECTION_NS, lease, "-o", "json"],
+                None,
+            )?)?;
+            let h = lease_obj["spec"]["holderIdentity"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if !h.is_empty() && h != first {
+                break h;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "nobody took over from {first}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    leads_and_writes(&node, &dirs, &holder, at).await?;
+    let after_delete = if holder == second_ds {
+        "the DaemonSet's next pod"
+    } else {
+        "a Deployment pod"
+    };
+    println!("{first} deleted: {holder} ({after_delete}) leads");
+
+    // Drain: the DaemonSet's pod stays, the Deployment's are evicted; the
+    // DaemonSet's pod leads at the end.
+    let at = agents::now_us();
+    node.kubectl(
+        &[
+            "drain",
+            "127.0.0.1",
+            "--ignore-daemonsets",
+            "--timeout=120s",
+        ],
+        None,
+    )?;
+    leads_and_writes(&node, &dirs, &second_ds, at).await?;
+    println!("drained: {second_ds} leads");
+    // Uncordon: the Deployment's pods come back as candidates; the leader
+    // stays.
+    node.kubectl(&["uncordon", "127.0.0.1"], None)?;
+    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)?;
+    let at = agents::now_us();
+    leads_and_writes(&node, &dirs, &second_ds, at).await?;
+
+    let all = pod_events(&dirs)?;
+    let ranges = agents::check_one_at_a_time(&all, "cluster-state")?;
+    for w in ranges.windows(2) {
+        println!(
+            "{} (term {}) -> {} (term {}): gated data gap {} ms",
+            w[0].agent,
+            w[0].term,
+            w[1].agent,
+            w[1].term,
+            (w[1].first - w[0].last) / 1000
+        );
+    }
+    anyhow::ensure!(
+        ranges.iter().filter(|r| r.agent == second_ds).count() >= 1,
+        "the DaemonSet's pod led after the drain: {ranges:#?}"
+    );
+    node.kubectl(
+        &["delete", "-f", "-", "--wait=false"],
+        Some(&extras.to_string()),
+    )?;
+    helm(&["uninstall", "leasehold", "-n", ELECTION_NS, "--wait"])?;
+    node.down()?;
+    Ok(())
+}
+
+/// The events every pod wrote to its file under `roots` (`ROOT/POD/`).
+fn pod_events(roots: &[std::path::PathBuf]) -> Result<Vec<agents::Ev>> {
+    let mut all = Vec::new();
+    for root in roots.iter().filter(|r| r.exists()) {
+        for pod in std::fs::read_dir(root)? {
+            all.extend(agents::read_events(&pod?.path())?);
+        }
+    }
+    Ok(all)
+}
+
+/// Waits until `pod` holds the election's Lease and has written gated data
+/// stamped after `from` (microseconds).
+async fn leads_and_writes(
+    node: &Node,
+    roots: &[std::path::PathBuf],
+    pod: &str,
+    from: i64,
+) -> Result<()> {
+    wait_holder(
+        node,
+        ELECTION_NS,
+        "leasehold-leader",
+        pod,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !pod_events(roots)?
+        .iter()
+        .any(|e| e.agent == pod && e.input == "cluster-state" && e.at > from)
+    {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "{pod} leads but wrote no gated data"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}

@@ -225,7 +225,8 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
         "app.kubernetes.io/name=kube-state-metrics",
         1,
         POD_READY,
-    )?;
+    )
+    .await?;
     let mut objects = manifests(
         &node,
         plane,
@@ -255,8 +256,11 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
     let mut changed_map = policy_map.clone();
     changed_map["data"]["leasehold.yml"] = json!(shipped_policy);
     node.kubectl(&["apply", "-f", "-"], Some(&objects.to_string()))?;
-    let pods = node.wait_ready(NS, "app.kubernetes.io/name=leasehold", 1, POD_READY)?;
-    node.wait_ready("default", "app=counter", 1, POD_READY)?;
+    let pods = node
+        .wait_ready(NS, "app.kubernetes.io/name=leasehold", 1, POD_READY)
+        .await?;
+    node.wait_ready("default", "app=counter", 1, POD_READY)
+        .await?;
     let agent_pod = pods[0].clone();
 
     // It leads: the Lease names the pod (its identity is POD_NAME).
@@ -435,7 +439,7 @@ fn counter_lines(docs: &[Value], agent: Option<&str>) -> Vec<u64> {
 async fn replacement(node: &Node, namespace: &str, selector: &str, old: &str) -> Result<String> {
     let deadline = std::time::Instant::now() + POD_READY;
     loop {
-        let ready = node.wait_ready(namespace, selector, 1, POD_READY)?;
+        let ready = node.wait_ready(namespace, selector, 1, POD_READY).await?;
         if let Some(p) = ready.into_iter().find(|p| p != old) {
             return Ok(p);
         }
@@ -504,8 +508,9 @@ async fn a_replaced_leading_pod_hands_over_and_no_log_line_is_lost() -> Result<(
         values_file.to_str().context("path")?,
     ])?;
     let selector = "app.kubernetes.io/name=leasehold";
-    let first = node.wait_ready(HELM_NS, selector, 1, POD_READY)?[0].clone();
-    node.wait_ready("default", "app=counter", 1, POD_READY)?;
+    let first = node.wait_ready(HELM_NS, selector, 1, POD_READY).await?[0].clone();
+    node.wait_ready("default", "app=counter", 1, POD_READY)
+        .await?;
     let lease = "leasehold-leader";
     wait_holder(&node, HELM_NS, lease, &first, Duration::from_secs(60)).await?;
     let logs_index = "logs-kubernetes.container_logs-default";
@@ -735,7 +740,10 @@ async fn pods_of_a_daemonset_and_a_deployment_elect_one_leader_through_a_drain()
     ])?;
     let ds_selector = "app.kubernetes.io/name=leasehold";
     let lease = "leasehold-leader";
-    let first = node.wait_ready(ELECTION_NS, ds_selector, 1, POD_READY)?[0].clone();
+    let first = node
+        .wait_ready(ELECTION_NS, ds_selector, 1, POD_READY)
+        .await?[0]
+        .clone();
     wait_holder(&node, ELECTION_NS, lease, &first, Duration::from_secs(60)).await?;
 
     // The Deployment: the chart's ServiceAccount and policy, its own
@@ -782,7 +790,8 @@ async fn pods_of_a_daemonset_and_a_deployment_elect_one_leader_through_a_drain()
     });
     node.kubectl(&["apply", "-f", "-"], Some(&extras.to_string()))?;
     let extra_selector = "app=leasehold-candidates";
-    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)?;
+    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)
+        .await?;
 
     let dirs = [ds_data.join("out"), extra_data.join("out")];
     leads_and_writes(&node, &dirs, &first, 0).await?;
@@ -841,7 +850,8 @@ async fn pods_of_a_daemonset_and_a_deployment_elect_one_leader_through_a_drain()
     // Uncordon: the Deployment's pods come back as candidates; the leader
     // stays.
     node.kubectl(&["uncordon", "127.0.0.1"], None)?;
-    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)?;
+    node.wait_ready(ELECTION_NS, extra_selector, 2, POD_READY)
+        .await?;
     let at = agents::now_us();
     leads_and_writes(&node, &dirs, &second_ds, at).await?;
 

@@ -7,7 +7,7 @@
 //! drop, also when the test fails).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -102,48 +102,73 @@ impl Node {
     }
 
     /// Waits until the pods of `namespace` matching `selector` are at least
-    /// `count` and all Ready; returns their names.
-    pub fn wait_ready(
+    /// `count` and all Ready (pods being deleted do not count); returns
+    /// their names. Watches the pods through the API (no polling, no
+    /// kubectl): every change is checked as it happens.
+    pub async fn wait_ready(
         &self,
         namespace: &str,
         selector: &str,
         count: usize,
         within: Duration,
     ) -> Result<Vec<String>> {
-        let deadline = Instant::now() + within;
+        use futures_util::StreamExt;
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, ListParams, WatchParams};
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&self.kubeconfig)?,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        let pods: Api<Pod> = Api::namespaced(kube::Client::try_from(config)?, namespace);
+        let deadline = tokio::time::Instant::now() + within;
         loop {
-            let out = self.kubectl(
-                &["get", "pods", "-n", namespace, "-l", selector, "-o", "json"],
-                None,
-            )?;
-            let list: serde_json::Value = serde_json::from_str(&out)?;
-            let pods = list["items"].as_array().cloned().unwrap_or_default();
-            let ready = |p: &serde_json::Value| {
-                p["metadata"]["deletionTimestamp"].is_null()
-                    && p["status"]["conditions"].as_array().is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-            };
-            let live: Vec<&serde_json::Value> = pods
+            let list = pods.list(&ListParams::default().labels(selector)).await?;
+            let live: Vec<&Pod> = list
+                .items
                 .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
                 .collect();
-            if live.len() >= count && live.iter().all(|p| ready(p)) {
+            let ready = live.iter().filter(|p| pod_ready(p)).count();
+            if live.len() >= count && ready == live.len() {
                 return Ok(live
                     .iter()
-                    .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+                    .filter_map(|p| p.metadata.name.clone())
                     .collect());
             }
-            if Instant::now() > deadline {
-                bail!(
-                    "pods {selector} in {namespace}: {} of {count} Ready within {within:?}: {}",
-                    live.iter().filter(|p| ready(p)).count(),
-                    self.kubectl(&["get", "pods", "-n", namespace, "-o", "wide"], None)
-                        .unwrap_or_default()
-                );
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let rv = list.metadata.resource_version.unwrap_or_default();
+            let params = WatchParams::default()
+                .labels(selector)
+                .timeout(left.as_secs().clamp(1, 290) as u32);
+            let changed = async {
+                let mut events = pods.watch(&params, &rv).await?.boxed();
+                events.next().await.transpose()?;
+                anyhow::Ok(())
+            };
+            let waited = tokio::time::timeout_at(deadline, changed).await;
+            if let Ok(result) = waited {
+                result.with_context(|| format!("watching pods {selector} in {namespace}"))?;
+                continue;
             }
-            std::thread::sleep(Duration::from_millis(250));
+            let states: Vec<String> = list
+                .items
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {}{}",
+                        p.metadata.name.as_deref().unwrap_or("?"),
+                        p.status
+                            .as_ref()
+                            .and_then(|s| s.phase.as_deref())
+                            .unwrap_or("?"),
+                        if pod_ready(p) { " Ready" } else { "" }
+                    )
+                })
+                .collect();
+            bail!(
+                "pods {selector} in {namespace}: {ready} of {count} Ready within {within:?}: {states:?}"
+            );
         }
     }
 
@@ -169,6 +194,14 @@ impl Drop for Node {
             eprintln!("stopping the node: {e:#}");
         }
     }
+}
+
+/// Whether the pod's Ready condition is true.
+fn pod_ready(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn node(args: &[&str]) -> Result<String> {

@@ -7,7 +7,8 @@
 //!   busybox workload (with pod metadata), kube-state-metrics (itself a
 //!   Deployment scheduled on the node) and Events; the kubelet answers
 //!   `/stats/summary` to the agent's ServiceAccount and refuses another; a
-//!   changed ConfigMap is reloaded live by the same pod;
+//!   changed ConfigMap is reloaded live by the same pod; a rule taken from
+//!   its ClusterRole shows in `/status` as a 403 naming its ServiceAccount;
 //! - the Helm chart hands over when its leading pod is deleted, restarted
 //!   by `kubectl rollout restart` and upgraded to a new image tag: no two
 //!   pods' leader-gated documents overlap (each gap printed), and no line
@@ -400,6 +401,41 @@ async fn the_shipped_daemonset_runs_leads_and_ships_on_a_real_node() -> Result<(
         "the reload stopped the leader's gated data for {} ms (period 10 s)",
         widest / 1000
     );
+    // RBAC errors show, naming the pod's own ServiceAccount: without
+    // `/metrics` in its ClusterRole the `apiserver` scrape (every 30 s) is
+    // refused, and `/status` says by whom and why.
+    let mut role: Value = serde_json::from_str(&node.kubectl(
+        &["get", "clusterrole", "leasehold-reader", "-o", "json"],
+        None,
+    )?)?;
+    role["rules"]
+        .as_array_mut()
+        .context("rules")?
+        .retain(|r| r.get("nonResourceURLs").is_none());
+    node.kubectl(&["replace", "-f", "-"], Some(&role.to_string()))?;
+    let monitoring = std::net::SocketAddr::from(([127, 0, 0, 1], MONITORING_PORT));
+    let refused_as = format!("system:serviceaccount:{NS}:leasehold");
+    let deadline = std::time::Instant::now() + Duration::from_secs(75);
+    let shown = loop {
+        let (_, body) = agents::http_get(monitoring, "/status")?;
+        let status: Value = serde_json::from_str(&body)?;
+        let error = status["inputs"]["running"]
+            .as_array()
+            .and_then(|is| is.iter().find(|i| i["id"] == "apiserver"))
+            .and_then(|i| i["last_error"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        if error.contains("403") && error.contains(&refused_as) {
+            break error;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no 403 naming {refused_as} in /status within two scrape periods: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("RBAC error in /status: {shown}");
+
     // The DaemonSet would come back on the next node: remove what was
     // applied (the namespace is the plane's own).
     let mut applied = objects;

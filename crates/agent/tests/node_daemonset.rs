@@ -15,7 +15,9 @@
 //!   of the workload's logs is lost across the replacements (the registry
 //!   lives on the chart's hostPath data volume).
 //!
-//! One node per machine: the tests take turns.
+//! One node per machine: the tests take turns. Every test's name holds
+//! `on_a_real_node`: `run-tests` runs this file beside the other tests
+//! (they mostly wait for pods) and skips these names in the main run.
 //!
 //! The image is the agent built for the tests (`target/debug/leasehold`)
 //! packed as the Dockerfile packs the release binary. Patched for this node
@@ -500,7 +502,7 @@ const HELM_NS: &str = "leasehold-helm";
 /// printed), and every line the workload printed is shipped, none lost
 /// across the replacements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replaced_leading_pod_hands_over_and_no_log_line_is_lost() -> Result<()> {
+async fn a_replaced_leading_pod_on_a_real_node_hands_over_and_loses_no_log_line() -> Result<()> {
     let _one = NODE.lock().await;
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
@@ -712,7 +714,7 @@ const ELECTION_NS: &str = "leasehold-election";
 /// and leadership stays where it is). No two pods' gated documents overlap
 /// in time; each handover's gap is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_of_a_daemonset_and_a_deployment_elect_one_leader_through_a_drain() -> Result<()> {
+async fn pods_on_a_real_node_elect_one_leader_through_a_deletion_and_a_drain() -> Result<()> {
     let _one = NODE.lock().await;
     let plane = ControlPlane::shared();
     let node = Node::up(plane, std::path::Path::new(agents::binary()))?;

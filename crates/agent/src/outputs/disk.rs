@@ -1437,6 +1437,7 @@ mod tests {
         let carrying = |seq: u64| Carried {
             ack: Some(Ack::new(acks.clone(), seq)),
             fence: None,
+            meta: None,
         };
         let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         q.append(&line(0)).await.unwrap();
@@ -1504,6 +1505,7 @@ mod tests {
             let carried = Carried {
                 ack: Some(Ack::new(acks.clone(), seq)),
                 fence: None,
+                meta: None,
             };
             q.append_carrying(&rec, Some(carried)).await.unwrap();
         }

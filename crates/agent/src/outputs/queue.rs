@@ -17,7 +17,7 @@ use super::budget::ByteBudget;
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
 use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, TermFence};
+use crate::pipeline::event::{Event, Meta, TermFence};
 
 /// Most events taken from the queue for one write.
 pub(super) const MAX_BATCH: usize = 2048;
@@ -46,12 +46,21 @@ pub(super) struct Batch {
     /// The lines' leadership terms, in the lines' order (empty when no
     /// line has one); sinks never touch them.
     pub(super) fences: Vec<Option<Arc<TermFence>>>,
+    /// The lines' routing, in the lines' order (empty when no line has
+    /// one): what a sink may use instead of parsing a line.
+    pub(super) metas: Vec<Option<Box<Meta>>>,
 }
 
 impl Batch {
     /// Lines not written yet.
     pub(super) fn pending(&self) -> &[Vec<u8>] {
         &self.lines[self.done..]
+    }
+
+    /// The routing of pending line `k` (counted from the first pending),
+    /// when it was known as the event was produced.
+    pub(super) fn pending_meta(&self, k: usize) -> Option<&Meta> {
+        self.metas.get(self.done + k).and_then(|m| m.as_deref())
     }
 
     pub(super) fn remaining(&self) -> usize {
@@ -66,14 +75,16 @@ impl Batch {
         let moved = reorder_tail(&mut self.lines, self.done, flags());
         reorder_tail(&mut self.acks, self.done, flags());
         reorder_tail(&mut self.fences, self.done, flags());
+        reorder_tail(&mut self.metas, self.done, flags());
         self.done += moved;
     }
 
     /// Adds an event's line (with its acknowledgement and term, if any).
     pub(super) fn push(&mut self, event: Event) {
-        let (line, ack, fence) = event.into_parts();
-        push_sparse(&mut self.acks, self.lines.len(), ack);
-        push_sparse(&mut self.fences, self.lines.len(), fence);
+        let (line, carried) = event.into_parts();
+        push_sparse(&mut self.acks, self.lines.len(), carried.ack);
+        push_sparse(&mut self.fences, self.lines.len(), carried.fence);
+        push_sparse(&mut self.metas, self.lines.len(), carried.meta);
         self.lines.push(line);
     }
 
@@ -96,6 +107,7 @@ impl Batch {
         self.lines = retain_tail(std::mem::take(&mut self.lines), self.done, keep());
         self.acks = retain_tail(std::mem::take(&mut self.acks), self.done, keep());
         self.fences = retain_tail(std::mem::take(&mut self.fences), self.done, keep());
+        self.metas = retain_tail(std::mem::take(&mut self.metas), self.done, keep());
         n
     }
 
@@ -1056,6 +1068,142 @@ mod tests {
         assert_eq!(metrics.events_term_ended("default"), 1);
         let again = DiskQueue::open(&queue_dir, super::super::disk::DEFAULT_MAX_SIZE).unwrap();
         assert_eq!(again.depth(), 0);
+    }
+
+    /// The routing an event carries from its producer makes the bulk
+    /// request that parsing its line would (same index, `_id` and source,
+    /// `@metadata` cut out), for every way an input produces events; an
+    /// event whose payload names its own data stream carries none.
+    #[tokio::test]
+    async fn routing_known_when_produced_makes_the_bulk_request_parsing_would() {
+        use super::super::elasticsearch::bulk;
+        use crate::inputs::DataStream;
+        use crate::monitor::metrics::AgentMetrics;
+        use crate::pipeline::publisher::{AgentFields, EventSink, TermStamp, payload_fields};
+        use tokio_util::task::TaskTracker;
+
+        type Bodies = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>, bool)>>>;
+        struct BulkBodies(Bodies);
+        impl BlockingSink for BulkBodies {
+            fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+                for (k, line) in batch.pending().iter().enumerate() {
+                    let meta = batch.pending_meta(k);
+                    let (mut routed, mut parsed) = (Vec::new(), Vec::new());
+                    bulk::append(&mut routed, line, meta);
+                    bulk::append(&mut parsed, line, None);
+                    self.0
+                        .lock()
+                        .unwrap()
+                        .push((routed, parsed, meta.is_some()));
+                }
+                batch.done = batch.lines.len();
+                Ok(())
+            }
+            fn sync(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+            fn target(&self) -> String {
+                "bulk bodies".into()
+            }
+        }
+        let bodies = Bodies::default();
+        let outputs = Outputs::launch(
+            vec![("default".into(), 64, Box::new(BulkBodies(bodies.clone())))],
+            OutputMetrics::new(),
+        )
+        .unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = AgentMetrics::register(&mut registry);
+        let agent = AgentFields {
+            id: "id-1".into(),
+            name: "agent-a".into(),
+            version: "1".into(),
+            node: "node-a".into(),
+        };
+        let stream = DataStream {
+            kind: "metrics".into(),
+            dataset: "kubernetes.state_pod".into(),
+            namespace: "prod".into(),
+        };
+        let sink = |term: Option<TermStamp>| {
+            EventSink::new(
+                "in",
+                "exec",
+                &agent,
+                &stream,
+                term,
+                CancellationToken::new(),
+                outputs.sender("default").unwrap(),
+                metrics.clone(),
+            )
+        };
+        let local = sink(None);
+        let gated = sink(Some(TermStamp {
+            lease: "l".into(),
+            term: 3,
+            token: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        }));
+        let map = |text: &str| -> Map<String, Value> { serde_json::from_str(text).unwrap() };
+        let forged = r#"{"a":"x\"y","@metadata":{"_id":"forged"},"n":[1,{"m":null}]}"#;
+        local
+            .emit_at(1_000_000, "obj-1", map(forged))
+            .await
+            .unwrap();
+        gated
+            .emit_at(2_000_000, "obj-2", map(forged))
+            .await
+            .unwrap();
+        local.emit(map(r#"{"b":2}"#)).await.unwrap();
+        local
+            .emit(map(r#"{"c":3,"data_stream":{"dataset":"own"}}"#))
+            .await
+            .unwrap();
+        local
+            .emit_message("hello \"world\"", Some("cut"))
+            .await
+            .unwrap();
+        local
+            .emit_fields(Some(3_000_000), &payload_fields(&map(r#"{"d":4}"#)), None)
+            .await
+            .unwrap();
+        local
+            .with_data_stream(&DataStream {
+                kind: "logs".into(),
+                dataset: String::new(),
+                namespace: "ns".into(),
+            })
+            .emit(map(r#"{"e":5}"#))
+            .await
+            .unwrap();
+        assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        let bodies = bodies.lock().unwrap();
+        assert_eq!(bodies.len(), 7);
+        // The same action line; the same source document (parsing may
+        // order its keys otherwise).
+        for (routed, parsed, _) in bodies.iter() {
+            let split = |body: &[u8]| -> (String, Value) {
+                let text = String::from_utf8(body.to_vec()).unwrap();
+                let (action, source) = text.trim_end().split_once('\n').unwrap();
+                (action.to_string(), serde_json::from_str(source).unwrap())
+            };
+            assert_eq!(split(routed), split(parsed));
+        }
+        let routed: Vec<bool> = bodies.iter().map(|b| b.2).collect();
+        assert_eq!(routed, [true, true, true, false, true, true, true]);
+        let first = String::from_utf8_lossy(&bodies[0].0).into_owned();
+        assert!(
+            first.starts_with(r#"{"create":{"_index":"metrics-kubernetes.state_pod-prod","_id":""#),
+            "{first}"
+        );
+        assert!(
+            !first.contains("@metadata") && !first.contains("forged"),
+            "{first}"
+        );
+        assert!(
+            String::from_utf8_lossy(&bodies[6].0)
+                .starts_with(r#"{"create":{"_index":"logs-generic-ns"}}"#)
+        );
     }
 
     #[test]

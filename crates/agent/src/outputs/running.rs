@@ -153,7 +153,7 @@ impl Queue {
             }
             Queue::Disk(d) => {
                 let mut warned = false;
-                let (line, ack, fence) = ev.into_parts();
+                let (line, Carried { ack, fence, meta }) = ev.into_parts();
                 // A node-local event stored in the disk queue is delivered
                 // for its producer: queue and checkpoint (the filestream
                 // registry) live on the same node and survive a restart
@@ -161,11 +161,14 @@ impl Queue {
                 // cluster's and the next leader may run elsewhere, so it
                 // is acknowledged only once the sink has it, and its
                 // term's end discards it from the queue as from memory.
+                // Only those keep their routing in memory too: a node-local
+                // record read back is parsed by the output that needs it.
                 let (mut carried, settle_when_stored) = match fence {
                     Some(fence) => (
                         Some(Carried {
                             ack,
                             fence: Some(fence),
+                            meta,
                         }),
                         None,
                     ),

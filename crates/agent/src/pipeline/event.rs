@@ -57,16 +57,58 @@ impl TermFence {
     }
 }
 
+/// Where an event goes and what it is called there, known when the event
+/// is produced and kept beside its line, so an output routes it without
+/// parsing the document: the index of its data stream, its `_id`, and
+/// where the `@metadata` object (which Elasticsearch does not index) sits
+/// in the line. An event without it (one read back from an earlier run's
+/// disk queue, or whose payload names its own data stream) is parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// `{type}-{dataset}-{namespace}` of its data stream.
+    pub index: Arc<str>,
+    /// The document id (`@metadata._id`), if the input gives one.
+    pub id: Option<Box<str>>,
+    /// The bytes `,"@metadata":{…}` occupy in the line, if present.
+    pub metadata: Option<std::ops::Range<usize>>,
+}
+
+/// `data_stream` parts of an event that names none (or leaves one empty).
+pub const DEFAULT_TYPE: &str = "logs";
+pub const DEFAULT_DATASET: &str = "generic";
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The index of a data stream, `{type}-{dataset}-{namespace}`, with the
+/// default of each part that is missing or empty.
+pub fn data_stream_index(
+    kind: Option<&str>,
+    dataset: Option<&str>,
+    namespace: Option<&str>,
+) -> String {
+    let part = |v: Option<&str>, default: &'static str| -> String {
+        v.filter(|s| !s.is_empty()).unwrap_or(default).to_string()
+    };
+    format!(
+        "{}-{}-{}",
+        part(kind, DEFAULT_TYPE),
+        part(dataset, DEFAULT_DATASET),
+        part(namespace, DEFAULT_NAMESPACE),
+    )
+}
+
 /// What travels beside an event's line and is never written anywhere:
-/// its acknowledgement and its term. A disk queue keeps it in memory next
-/// to the stored record, so a gated event read back from disk is still
-/// acknowledged only when delivered and still discarded when its term ends.
+/// its acknowledgement, its term and its routing. A disk queue keeps it in
+/// memory next to the stored record, so a gated event read back from disk
+/// is still acknowledged only when delivered and still discarded when its
+/// term ends.
 #[derive(Debug, Default)]
 pub struct Carried {
     /// Settled once the event is delivered.
     pub ack: Option<Ack>,
     /// The leadership term of a gated event.
     pub fence: Option<Arc<TermFence>>,
+    /// Where it goes, as known when it was produced.
+    pub meta: Option<Box<Meta>>,
 }
 
 /// One event: its NDJSON line (newline included), the id of the input
@@ -80,6 +122,7 @@ pub struct Event {
     line: Vec<u8>,
     ack: Option<Ack>,
     fence: Option<Arc<TermFence>>,
+    meta: Option<Box<Meta>>,
 }
 
 /// Events are equal when their input and document are: the
@@ -102,6 +145,7 @@ impl Event {
             line,
             ack: None,
             fence: None,
+            meta: None,
         }
     }
 
@@ -113,6 +157,7 @@ impl Event {
             line,
             ack: None,
             fence: None,
+            meta: None,
         }
     }
 
@@ -128,11 +173,23 @@ impl Event {
         self
     }
 
+    /// The same event, with its routing known (see [`Meta`]).
+    pub fn with_meta(mut self, meta: Meta) -> Self {
+        self.meta = Some(Box::new(meta));
+        self
+    }
+
     /// The same event, with what travelled beside its line.
     pub fn with_carried(mut self, carried: Carried) -> Self {
         self.ack = carried.ack;
         self.fence = carried.fence;
+        self.meta = carried.meta;
         self
+    }
+
+    /// Where the event goes, when known without parsing it.
+    pub fn meta(&self) -> Option<&Meta> {
+        self.meta.as_deref()
     }
 
     /// The term the event belongs to, if it comes from a gated input.
@@ -160,9 +217,16 @@ impl Event {
         self.line
     }
 
-    /// The line, the acknowledgement and the term, without copying.
-    pub fn into_parts(self) -> (Vec<u8>, Option<Ack>, Option<Arc<TermFence>>) {
-        (self.line, self.ack, self.fence)
+    /// The line and what travels beside it, without copying.
+    pub fn into_parts(self) -> (Vec<u8>, Carried) {
+        (
+            self.line,
+            Carried {
+                ack: self.ack,
+                fence: self.fence,
+                meta: self.meta,
+            },
+        )
     }
 }
 

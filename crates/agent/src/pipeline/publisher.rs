@@ -14,7 +14,7 @@ use crate::inputs::DataStream;
 use crate::monitor::metrics::AgentMetrics;
 use crate::outputs::EventSender;
 use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, TermFence, timestamp_now};
+use crate::pipeline::event::{Event, Meta, TermFence, data_stream_index, timestamp_now};
 
 /// The agent's own fields on every event.
 #[derive(Debug, Clone)]
@@ -73,6 +73,11 @@ pub enum Refused {
     OutputClosed,
 }
 
+/// The Elasticsearch index of `ds`.
+fn index_of(ds: &DataStream) -> String {
+    data_stream_index(Some(&ds.kind), Some(&ds.dataset), Some(&ds.namespace))
+}
+
 /// Keys the runtime sets; a payload cannot override them (`data_stream`
 /// excepted: a payload may route itself).
 const OWN_KEYS: [&str; 4] = ["@timestamp", "agent", "input", "leader"];
@@ -113,6 +118,8 @@ pub struct EventSink {
     common: Arc<[u8]>,
     /// `"data_stream":{…}` serialized once.
     data_stream: Arc<[u8]>,
+    /// The index of that data stream, beside every event that goes there.
+    index: Arc<str>,
     term: Option<TermStamp>,
     /// The term every event is bound to, shared by all of them.
     fence: Option<Arc<TermFence>>,
@@ -170,6 +177,7 @@ impl EventSink {
             input_id: input_id.into(),
             common: common.into(),
             data_stream: ds.into_bytes().into(),
+            index: index_of(data_stream).into(),
             term,
             fence,
             id_node,
@@ -189,6 +197,7 @@ impl EventSink {
         );
         EventSink {
             data_stream: ds.into_bytes().into(),
+            index: index_of(data_stream).into(),
             ..self.clone()
         }
     }
@@ -220,20 +229,27 @@ impl EventSink {
         let mut line = Vec::with_capacity(256 + payload.len() * 48);
         line.extend_from_slice(b"{\"@timestamp\":\"");
         line.extend_from_slice(crate::inputs::schedule::rfc3339_us(at_us).as_bytes());
-        line.extend_from_slice(b"\",\"@metadata\":{\"_id\":");
-        match &self.id_node {
-            Some(node) => {
-                let id = crate::inputs::schedule::document_id(&[id, node]);
-                let _ = serde_json::to_writer(&mut line, &id);
-            }
-            None => {
-                let _ = serde_json::to_writer(&mut line, id);
-            }
-        }
+        line.push(b'"');
+        let metadata_from = line.len();
+        line.extend_from_slice(b",\"@metadata\":{\"_id\":");
+        let id: Box<str> = match &self.id_node {
+            Some(node) => crate::inputs::schedule::document_id(&[id, node]).into(),
+            None => id.into(),
+        };
+        let _ = serde_json::to_writer(&mut line, &id);
         line.push(b'}');
+        let metadata = metadata_from..line.len();
         push_payload(&mut line, &payload);
-        self.finish_line(&mut line, payload.contains_key("data_stream"));
+        let routes_itself = payload.contains_key("data_stream");
+        self.finish_line(&mut line, routes_itself);
         let mut event = Event::from_line(self.input_id.clone(), line);
+        if !routes_itself {
+            event = event.with_meta(Meta {
+                index: Arc::clone(&self.index),
+                id: Some(id),
+                metadata: Some(metadata),
+            });
+        }
         if let Some(a) = ack {
             event = event.with_ack(a);
         }
@@ -256,8 +272,14 @@ impl EventSink {
     pub async fn emit(&self, payload: Map<String, Value>) -> Result<(), Refused> {
         let mut line = self.start_line(64 + payload.len() * 32);
         push_payload(&mut line, &payload);
-        self.finish_line(&mut line, payload.contains_key("data_stream"));
-        self.queue(line).await
+        let routes_itself = payload.contains_key("data_stream");
+        self.finish_line(&mut line, routes_itself);
+        let event = Event::from_line(self.input_id.clone(), line);
+        if routes_itself {
+            self.queue_event(event).await
+        } else {
+            self.queue_event(self.routed(event)).await
+        }
     }
 
     /// Queues an event whose payload is `message` (and `error.message`
@@ -301,7 +323,7 @@ impl EventSink {
         };
         line.extend_from_slice(fields);
         self.finish_line(&mut line, false);
-        let mut event = Event::from_line(self.input_id.clone(), line);
+        let mut event = self.routed(Event::from_line(self.input_id.clone(), line));
         if let Some(a) = ack {
             event = event.with_ack(a);
         }
@@ -328,8 +350,17 @@ impl EventSink {
     }
 
     async fn queue(&self, line: Vec<u8>) -> Result<(), Refused> {
-        self.queue_event(Event::from_line(self.input_id.clone(), line))
+        self.queue_event(self.routed(Event::from_line(self.input_id.clone(), line)))
             .await
+    }
+
+    /// `event` (without an id) with the routing of this sink's data stream.
+    fn routed(&self, event: Event) -> Event {
+        event.with_meta(Meta {
+            index: Arc::clone(&self.index),
+            id: None,
+            metadata: None,
+        })
     }
 
     async fn queue_event(&self, mut event: Event) -> Result<(), Refused> {

@@ -11,10 +11,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// `data_stream` defaults of an event that names none.
-const DEFAULT_TYPE: &str = "logs";
-const DEFAULT_DATASET: &str = "generic";
-const DEFAULT_NAMESPACE: &str = "default";
+use crate::pipeline::event::{
+    DEFAULT_DATASET, DEFAULT_NAMESPACE, DEFAULT_TYPE, Meta, data_stream_index,
+};
 
 #[derive(Deserialize)]
 struct Head<'a> {
@@ -41,25 +40,52 @@ struct DataStream<'a> {
 }
 
 /// Appends the action line and the source of `line` (one NDJSON event) to
-/// `body`. A line that is not a JSON object is sent as it is, to the
+/// `body`: from `meta` when the event's routing was known as it was
+/// produced (no parsing; the `@metadata` bytes are cut out), else from the
+/// line itself. A line that is not a JSON object is sent as it is, to the
 /// default stream: the server's answer for it is judged like any other.
-pub fn append(body: &mut Vec<u8>, line: &[u8]) {
+pub fn append(body: &mut Vec<u8>, line: &[u8], meta: Option<&Meta>) {
     let line = trim_newline(line);
+    if let Some(meta) = meta {
+        let cut = meta
+            .metadata
+            .clone()
+            .filter(|r| r.start <= r.end && r.end <= line.len());
+        push_action(body, &meta.index, meta.id.as_deref());
+        match cut {
+            Some(r) => {
+                body.extend_from_slice(&line[..r.start]);
+                body.extend_from_slice(&line[r.end..]);
+            }
+            None => body.extend_from_slice(line),
+        }
+        body.push(b'\n');
+        return;
+    }
+    parse_and_append(body, line);
+}
+
+/// The action line of a `create` into `index`, with `_id` when given.
+fn push_action(body: &mut Vec<u8>, index: &str, id: Option<&str>) {
+    body.extend_from_slice(b"{\"create\":{\"_index\":");
+    let _ = serde_json::to_writer(&mut *body, index);
+    if let Some(id) = id {
+        body.extend_from_slice(b",\"_id\":");
+        let _ = serde_json::to_writer(&mut *body, id);
+    }
+    body.extend_from_slice(b"}}\n");
+}
+
+/// [`append`] for an event whose routing must be read from its line.
+fn parse_and_append(body: &mut Vec<u8>, line: &[u8]) {
     let head: Option<Head<'_>> = serde_json::from_slice(line).ok();
     let (index, id, has_metadata) = match &head {
         Some(h) => {
             let ds = h.data_stream.as_ref();
-            let part = |v: Option<&Cow<'_, str>>, default: &'static str| -> String {
-                v.map(|s| s.as_ref())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(default)
-                    .to_string()
-            };
-            let index = format!(
-                "{}-{}-{}",
-                part(ds.and_then(|d| d.kind.as_ref()), DEFAULT_TYPE),
-                part(ds.and_then(|d| d.dataset.as_ref()), DEFAULT_DATASET),
-                part(ds.and_then(|d| d.namespace.as_ref()), DEFAULT_NAMESPACE),
+            let index = data_stream_index(
+                ds.and_then(|d| d.kind.as_deref()),
+                ds.and_then(|d| d.dataset.as_deref()),
+                ds.and_then(|d| d.namespace.as_deref()),
             );
             let id = h
                 .metadata
@@ -74,13 +100,7 @@ pub fn append(body: &mut Vec<u8>, line: &[u8]) {
             false,
         ),
     };
-    body.extend_from_slice(b"{\"create\":{\"_index\":");
-    let _ = serde_json::to_writer(&mut *body, &index);
-    if let Some(id) = &id {
-        body.extend_from_slice(b",\"_id\":");
-        let _ = serde_json::to_writer(&mut *body, id);
-    }
-    body.extend_from_slice(b"}}\n");
+    push_action(body, &index, id.as_deref());
     if has_metadata {
         match serde_json::from_slice::<Map<String, Value>>(line) {
             Ok(mut doc) => {
@@ -207,7 +227,7 @@ mod tests {
     fn body_of(lines: &[&str]) -> Vec<String> {
         let mut body = Vec::new();
         for l in lines {
-            append(&mut body, format!("{l}\n").as_bytes());
+            append(&mut body, format!("{l}\n").as_bytes(), None);
         }
         String::from_utf8(body)
             .unwrap()

@@ -10,7 +10,7 @@
 //! down or refuses whole requests keeps the batch: the queue fills and
 //! inputs wait.
 
-mod bulk;
+pub(super) mod bulk;
 mod client;
 pub mod settings;
 
@@ -71,7 +71,8 @@ impl ElasticsearchSink {
     /// Sends the pending lines in requests of `request_size`, `worker` at
     /// a time, and returns each line's outcome (`None`: not known to be
     /// written, retry) with the first whole-request error.
-    async fn send(&self, lines: &[Vec<u8>]) -> (Vec<Option<Outcome>>, Option<String>) {
+    async fn send(&self, batch: &Batch) -> (Vec<Option<Outcome>>, Option<String>) {
+        let lines = batch.pending();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; lines.len()];
         if let Err(e) = self.client.server().await {
             if matches!(e, RequestError::Unreachable(_)) {
@@ -101,8 +102,8 @@ impl ElasticsearchSink {
                 // The body is built when the request starts, not before.
                 Box::pin(async move {
                     let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
-                    for line in chunk {
-                        bulk::append(&mut body, line);
+                    for (k, line) in chunk.iter().enumerate() {
+                        bulk::append(&mut body, line, batch.pending_meta(start + k));
                     }
                     (start, chunk.len(), client.bulk(body).await)
                 })
@@ -142,7 +143,7 @@ impl ElasticsearchSink {
 impl Sink for ElasticsearchSink {
     fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
         Box::pin(async move {
-            let (outcomes, request_error) = self.send(batch.pending()).await;
+            let (outcomes, request_error) = self.send(batch).await;
             self.settle(batch, outcomes, request_error)
         })
     }

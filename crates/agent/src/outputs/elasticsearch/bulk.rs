@@ -1,10 +1,13 @@
 //! The `_bulk` request body and the judgement of its answer, without I/O.
 //!
 //! Each event becomes a `create` action into `{type}-{dataset}-{namespace}`
-//! (its `data_stream` fields), with `_id` when the event carries
-//! `@metadata._id`; `@metadata` itself is not indexed, as in Beats. Each
-//! item of the answer is settled (written, already there, refused for
-//! good) or left to retry.
+//! (its data stream), with `_id` when the event has one; `@metadata` itself
+//! is not indexed, as in Beats. Both come from the routing the event
+//! carries beside its line (see [`Meta`]), so documents are copied, not
+//! parsed; only a line without it (read back from an earlier run's disk
+//! queue, or whose payload names its own data stream) is parsed for its
+//! `data_stream` and `@metadata._id`. Each item of the answer is settled
+//! (written, already there, refused for good) or left to retry.
 
 use std::borrow::Cow;
 

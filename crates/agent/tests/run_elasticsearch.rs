@@ -196,6 +196,15 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
     let status = a.status()?;
     let out = &status["outputs"][0];
     assert_eq!(out["state"], "ok", "{status}");
+    // The drop is in /status too: how many, why, when.
+    assert_eq!(out["events_dropped"], 1, "{status}");
+    assert!(
+        out["last_drop_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("HTTP 400: ") && r.contains("mapper_parsing_exception")),
+        "{status}"
+    );
+    assert!(out["last_drop_at"].is_string(), "{status}");
     a.signal(libc::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
     if sources(&sink, "logs-conflict-default", &["n"])?.len() != 20 {

@@ -658,7 +658,8 @@ mod tests {
                 "outputs": [{
                     "name": "default", "type": "file", "queue_depth": 4, "queue_bytes": 0,
                     "state": "idle", "consecutive_failures": 0, "last_error": null,
-                    "last_error_at": null, "last_success_at": null
+                    "last_error_at": null, "last_success_at": null,
+                    "events_dropped": 0, "last_drop_reason": null, "last_drop_at": null
                 }],
                 "policy": {
                     "path": "/etc/leasehold/policy.yaml", "loaded_at": "T",

@@ -458,6 +458,7 @@ impl StatusBoard {
         }
         for o in &mut doc.outputs {
             o.health.last_error.iter_mut().for_each(clean);
+            o.health.last_drop_reason.iter_mut().for_each(clean);
         }
         if let Some(p) = &mut doc.policy {
             p.last_error.iter_mut().for_each(clean);
@@ -612,6 +613,7 @@ mod tests {
                     last_error: Some(
                         "HTTP 401: bad password s3cr3t-pw for http://u:s3cr3t-pw@es:9200".into(),
                     ),
+                    last_drop_reason: Some("HTTP 400: field s3cr3t-pw".into()),
                     ..Default::default()
                 },
             }]

@@ -21,6 +21,13 @@ pub struct OutputHealth {
     pub last_error_at: Option<String>,
     /// When a write last succeeded (RFC 3339, UTC).
     pub last_success_at: Option<String>,
+    /// Events the server refused for good (a malformed document) and that
+    /// were therefore dropped: the only events an output ever gives up.
+    pub events_dropped: u64,
+    /// Why the latest of them was refused, as the server said it.
+    pub last_drop_reason: Option<String>,
+    /// When the latest of them was dropped (RFC 3339, UTC).
+    pub last_drop_at: Option<String>,
 }
 
 /// See [`OutputHealth::state`].
@@ -52,6 +59,17 @@ impl HealthHandle {
         h.state = HealthState::Ok;
         h.consecutive_failures = 0;
         h.last_success_at = Some(now_rfc3339());
+    }
+
+    /// `count` events were refused for good and dropped, the latest
+    /// because of `reason` (already redacted) when the sink said it.
+    pub(super) fn dropped(&self, count: u64, reason: Option<String>) {
+        let mut h = lock(&self.0);
+        h.events_dropped += count;
+        if reason.is_some() {
+            h.last_drop_reason = reason;
+        }
+        h.last_drop_at = Some(now_rfc3339());
     }
 
     pub(super) fn failed(&self, error: String) {
@@ -87,5 +105,20 @@ mod tests {
         assert_eq!(now.consecutive_failures, 0);
         assert_eq!(now.last_error.as_deref(), Some("connection refused"));
         assert!(now.last_success_at.is_some());
+    }
+
+    #[test]
+    fn dropped_events_add_up_and_keep_the_latest_reason() {
+        let h = HealthHandle::default();
+        assert_eq!(h.get().events_dropped, 0);
+        h.dropped(2, Some("HTTP 400: mapper_parsing_exception".into()));
+        h.dropped(1, None);
+        let now = h.get();
+        assert_eq!(now.events_dropped, 3);
+        assert_eq!(
+            now.last_drop_reason.as_deref(),
+            Some("HTTP 400: mapper_parsing_exception")
+        );
+        assert!(now.last_drop_at.is_some());
     }
 }

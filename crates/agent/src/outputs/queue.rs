@@ -37,6 +37,9 @@ pub(super) struct Batch {
     pub(super) dropped: usize,
     /// Settled lines the server already held (same `_id`): delivered.
     pub(super) duplicates: usize,
+    /// Why the server refused the latest dropped line (redacted), for
+    /// `/status`.
+    pub(super) drop_reason: Option<String>,
     /// How long the server asked to wait before the next attempt
     /// (`Retry-After`); the writer waits at least its own backoff.
     pub(super) retry_after: Option<Duration>,
@@ -393,6 +396,11 @@ pub(super) async fn run_writer(
                 .written
                 .inc_by((batch.done - done - newly_dropped) as u64);
             metrics.dropped.inc_by(newly_dropped as u64);
+            if newly_dropped > 0 {
+                metrics
+                    .health
+                    .dropped(newly_dropped as u64, batch.drop_reason.take());
+            }
             metrics
                 .duplicates
                 .inc_by((batch.duplicates - duplicates) as u64);

@@ -61,6 +61,15 @@ impl EventSender {
             // It could never be queued: refused for good, like a document
             // the server can never take (its input may move past it).
             self.handles.dropped.inc();
+            self.handles.health.dropped(
+                1,
+                Some(format!(
+                    "an event of input {} ({} bytes) is larger than max_event_bytes ({})",
+                    ev.input_id,
+                    ev.ndjson().len(),
+                    self.max_event_bytes
+                )),
+            );
             tracing::warn!(output = %self.name, input = %ev.input_id, bytes = ev.ndjson().len(), max_event_bytes = self.max_event_bytes, "an event larger than max_event_bytes was dropped (counted in leasehold_output_events_dropped_total)");
             if let Some(a) = ev.take_ack() {
                 a.settle();

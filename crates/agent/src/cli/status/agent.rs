@@ -196,7 +196,7 @@ fn table(base: &str, doc: &Value, problems: &[Value]) -> String {
     ));
     out.push_str("\nOutputs:\n");
     out.push_str(&rows(
-        &["NAME", "TYPE", "STATE", "QUEUED", "LAST ERROR"],
+        &["NAME", "TYPE", "STATE", "QUEUED", "DROPPED", "LAST ERROR"],
         list(&doc["outputs"])
             .iter()
             .map(|o| {
@@ -205,6 +205,7 @@ fn table(base: &str, doc: &Value, problems: &[Value]) -> String {
                     s(&o["type"]),
                     s(&o["state"]),
                     s(&o["queue_depth"]),
+                    s(&o["events_dropped"]),
                     s(&o["last_error"]),
                 ]
             })

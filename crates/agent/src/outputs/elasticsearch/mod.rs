@@ -195,6 +195,9 @@ impl ElasticsearchSink {
                 None => false,
             });
         }
+        if let Some((status, reason)) = dropped.last() {
+            batch.drop_reason = Some(format!("HTTP {status}: {}", self.redactor.redact(reason)));
+        }
         if let Some((status, reason)) = dropped.first() {
             tracing::warn!(
                 output = %self.name,

@@ -132,6 +132,9 @@ impl OtlpSink {
                             .div_ceil(units.max(1))
                             .min(indexes.len());
                         batch.dropped += docs;
+                        batch.drop_reason = Some(format!(
+                            "the receiver rejected {rejected} of {units} {what} (partial success)"
+                        ));
                         tracing::warn!(output = %self.name, rejected, of = units, documents = docs, "the receiver rejected some {what} (partial success); their documents are dropped and counted");
                     }
                 }
@@ -140,6 +143,7 @@ impl OtlpSink {
                         settled[i] = true;
                     }
                     batch.dropped += indexes.len();
+                    batch.drop_reason = Some(self.redactor.redact(&e.message));
                     tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }
                 Some(Sent::Failed(e)) => {

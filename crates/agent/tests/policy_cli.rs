@@ -329,3 +329,38 @@ fn check_warns_that_it_cannot_judge_a_lease_timing_from_a_variable_and_judges_it
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
+
+/// Keys of Elastic's standalone Kubernetes manifest that used to stop
+/// `check`: the output's `ssl.ca_trusted_fingerprint` (from a variable, or
+/// empty), the inputs' `meta` (the integration package), and a Windows-only
+/// `winlog` input, which a Linux agent does not run and says so.
+#[test]
+fn check_takes_the_ca_fingerprint_package_meta_and_a_windows_only_input() {
+    let p = TempFile::new(
+        "manifest-shaped.yml",
+        "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['${env.ES_HOST}']\n    api_key: ${env.API_KEY}\n    ssl.ca_trusted_fingerprint: ${env.CA_TRUSTED}\ninputs:\n  - id: files\n    type: filestream\n    meta: {package: {name: system, version: 1.0.0}}\n    paths: [/var/log/syslog]\n  - id: windows-events\n    type: winlog\n    meta: {package: {name: system, version: 1.0.0}}\n    streams:\n      - data_stream: {type: logs, dataset: system.application}\n        condition: '${host.platform} == ''windows'''\n",
+    );
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("manifest-shaped.yml:13:11: warning: input `type`: input type `winlog` reads Windows-only sources"),
+        "{err}"
+    );
+    assert!(!err.contains("meta"), "{err}");
+    assert!(!err.contains("ca_trusted_fingerprint"), "{err}");
+
+    // A fingerprint that is not one is an error naming the key.
+    let bad = TempFile::new(
+        "bad-pin.yml",
+        "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['http://localhost:9200']\n    ssl.ca_trusted_fingerprint: 'not-a-sha256'\ninputs: []\n",
+    );
+    let o = leasehold(&["check", "-c", bad.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("`outputs.default.ssl.ca_trusted_fingerprint`")
+            && err.contains("64 hexadecimal digits"),
+        "{err}"
+    );
+}

@@ -41,6 +41,11 @@ pub const TYPES: [&str; 6] = [
 /// warns, `run` lists such inputs as dropped.
 pub const NOT_YET: [&str; 2] = ["http/metrics", "logfile"];
 
+/// Elastic's input types that read what only Windows has (its event log,
+/// ETW, perfmon): a Linux agent does not run them and says so, as Elastic
+/// Agent's own policies guard their streams with `${host.platform}`.
+pub const WINDOWS_ONLY: [&str; 3] = ["winlog", "etw", "windows/metrics"];
+
 /// What a running input gets.
 pub struct InputContext {
     /// Where its events go.
@@ -180,6 +185,16 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
         "filestream" => {
             filestream::Filestream::from_settings(&input_id(map), map, &data_stream, &mut problems)
                 .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
+        t if WINDOWS_ONLY.contains(&t) => {
+            problems.push(
+                Problem::warning(
+                    "type",
+                    format!("input type `{t}` reads Windows-only sources; it does not run on this {} host", std::env::consts::OS),
+                )
+                .hint("Elastic Agent's own policies run it on Windows only (condition `${host.platform} == 'windows'`); remove it from a policy for Linux nodes to silence this"),
+            );
+            None
         }
         t if NOT_YET.contains(&t) => {
             problems.push(

@@ -103,11 +103,13 @@ fn check_keys(map: &Map, known: &[&str], type_name: &str, lenient: bool, out: &m
     }
 }
 
-/// Keys every input may have.
-pub const COMMON_KEYS: [&str; 9] = [
+/// Keys every input may have. `meta` is Elastic's record of the
+/// integration package an input came from: kept, never acted on.
+pub const COMMON_KEYS: [&str; 10] = [
     "id",
     "type",
     "use_output",
+    "meta",
     "data_stream",
     "data_stream.type",
     "data_stream.dataset",

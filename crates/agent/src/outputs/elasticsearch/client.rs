@@ -69,8 +69,11 @@ pub struct Client {
 impl Client {
     /// A client for `settings`; errors name the CA file that cannot be used.
     pub fn new(settings: ElasticsearchSettings) -> Result<Client, String> {
-        let tls =
-            crate::tls::client_config(&settings.certificate_authorities, settings.verification)?;
+        let tls = crate::tls::client_config_pinned(
+            &settings.certificate_authorities,
+            settings.verification,
+            settings.ca_trusted_fingerprint,
+        )?;
         let https = crate::tls::https_connector(tls, false);
         let http = HttpClient::builder(TokioExecutor::new())
             .pool_max_idle_per_host(settings.worker.max(1))

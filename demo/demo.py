@@ -91,6 +91,23 @@ def ts_us(s: str) -> int:
     return int(t.timestamp()) * 1_000_000 + t.microsecond
 
 
+def terms_in_order(docs: list[dict]) -> tuple[int, list[float]]:
+    """The (agent, term)s of gated documents (`agent`, `term`, `at` in µs)
+    in time order: how many, and the gaps between them in seconds. Raises
+    Failed when two of them interleave."""
+    spans: dict[tuple[str, int], list[int]] = {}
+    for d in docs:
+        s = spans.setdefault((d["agent"], d["term"]), [d["at"], d["at"]])
+        s[0], s[1] = min(s[0], d["at"]), max(s[1], d["at"])
+    ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
+    gaps = []
+    for (prev_key, prev), (key, cur) in zip(ordered, ordered[1:]):
+        if cur[0] <= prev[1]:
+            raise Failed(f"gated documents overlapped: {key} started at {cur[0]} before {prev_key} ended at {prev[1]}")
+        gaps.append((cur[0] - prev[1]) / 1e6)
+    return len(ordered), gaps
+
+
 class Agent:
     """One `leasehold run` process and what its file output holds."""
 
@@ -254,22 +271,11 @@ class Demo:
     def check_overlap(self) -> str:
         """No two (agent, term)s' gated documents interleave, judged from
         the documents' own timestamps in every output."""
-        spans: dict[tuple[str, int], list[int]] = {}
-        for a in self.agents:
-            for d in a.docs:
-                if d["input"] == GATED:
-                    s = spans.setdefault((d["agent"], d["term"]), [d["at"], d["at"]])
-                    s[0], s[1] = min(s[0], d["at"]), max(s[1], d["at"])
-        ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
-        gaps = []
-        for (prev_key, prev), (key, cur) in zip(ordered, ordered[1:]):
-            if cur[0] <= prev[1]:
-                raise Failed(f"gated documents overlapped: {key} started at {cur[0]} before {prev_key} ended at {prev[1]}")
-            gaps.append((cur[0] - prev[1]) / 1e6)
+        terms, gaps = terms_in_order([d for a in self.agents for d in a.docs if d["input"] == GATED])
         local = {a.name for a in self.agents for d in a.docs if d["input"] == LOCAL}
         if len(local) != len(self.agents):
             raise Failed(f"node-local documents only from {sorted(local)}")
-        return (f"{len(ordered)} leadership terms, none overlapping (gaps between terms: "
+        return (f"{terms} leadership terms, none overlapping (gaps between terms: "
                 + ", ".join(f"{g:.1f} s" for g in gaps) + "); node-local documents from every agent")
 
     def run(self) -> None:

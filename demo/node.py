@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "controlplane" / "lib"))
 sys.path.insert(0, str(ROOT / "demo"))
 import controlplane  # noqa: E402
-from demo import Failed, say, ts_us  # noqa: E402
+from demo import Failed, say, terms_in_order, ts_us  # noqa: E402
 
 NS = "leasehold-demo"
 LEASE = "leasehold-leader"
@@ -227,17 +227,9 @@ class NodeDemo:
         print(f"  {self.check_overlap()}")
 
     def check_overlap(self) -> str:
-        spans: dict[tuple[str, int], list[int]] = {}
-        for d in self.docs():
-            s = spans.setdefault((d["agent"], d["term"]), [d["at"], d["at"]])
-            s[0], s[1] = min(s[0], d["at"]), max(s[1], d["at"])
-        ordered = sorted(spans.items(), key=lambda kv: kv[1][0])
-        gaps = []
-        for (prev_key, prev), (key, cur) in zip(ordered, ordered[1:]):
-            if cur[0] <= prev[1]:
-                raise Failed(f"gated documents overlapped: {key} started before {prev_key} ended")
-            gaps.append((cur[0] - prev[1]) / 1e6)
-        return (f"{len(ordered)} leadership terms over {len({k[0] for k in spans})} pods, none overlapping "
+        docs = self.docs()
+        terms, gaps = terms_in_order(docs)
+        return (f"{terms} leadership terms over {len({d['agent'] for d in docs})} pods, none overlapping "
                 "(gaps: " + ", ".join(f"{g:.1f} s" for g in gaps) + ")")
 
 

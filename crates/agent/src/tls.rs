@@ -157,8 +157,9 @@ fn verifier(
     if roots.is_empty() {
         // No system roots (a minimal image) and no CA file: only a pinned
         // CA, if any, can make a chain trusted.
-        return Ok(Arc::new(NoAnchors {
-            accept: verification == Verification::None,
+        return Ok(Arc::new(Relaxed {
+            inner: None,
+            check_chain: verification != Verification::None,
             provider: provider.clone(),
         }));
     }
@@ -169,72 +170,11 @@ fn verifier(
     Ok(match verification {
         Verification::Full => inner,
         Verification::Certificate | Verification::None => Arc::new(Relaxed {
-            inner,
+            inner: Some(inner),
             check_chain: verification == Verification::Certificate,
             provider: provider.clone(),
         }),
     })
-}
-
-/// The verifier when nothing is trusted: every chain is of an unknown
-/// issuer (unless `ssl.verification_mode: none` accepts any).
-#[derive(Debug)]
-struct NoAnchors {
-    accept: bool,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for NoAnchors {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if self.accept {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::UnknownIssuer,
-            ))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// Trusts the CA of `fingerprint` too, for the handshake of a server that
@@ -335,10 +275,11 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// Verification for `certificate` (chain, any name) and `none` (nothing).
+/// Verification for `certificate` (chain, any name) and `none` (nothing);
+/// without `inner` (no roots at all) every chain is of an unknown issuer.
 #[derive(Debug)]
 struct Relaxed {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    inner: Option<Arc<rustls::client::WebPkiServerVerifier>>,
     check_chain: bool,
     provider: Arc<rustls::crypto::CryptoProvider>,
 }
@@ -355,10 +296,12 @@ impl ServerCertVerifier for Relaxed {
         if !self.check_chain {
             return Ok(ServerCertVerified::assertion());
         }
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(inner) = &self.inner else {
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            ));
+        };
+        match inner.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Ok(v) => Ok(v),
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(

@@ -473,6 +473,70 @@ fn counter_lines(docs: &[Value], agent: Option<&str>) -> Vec<u64> {
         .collect()
 }
 
+/// The shipped Helm chart installed as release `leasehold` in a namespace,
+/// by the plane's admin, as a user runs `helm`.
+struct Release {
+    kubeconfig: std::path::PathBuf,
+    namespace: &'static str,
+    values: std::path::PathBuf,
+}
+
+impl Release {
+    fn chart() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold")
+    }
+
+    /// `helm install` with `values` (written to a file under `work`).
+    fn install(
+        plane: &ControlPlane,
+        work: &std::path::Path,
+        namespace: &'static str,
+        values: &Value,
+    ) -> Result<Release> {
+        let release = Release {
+            kubeconfig: plane.admin_kubeconfig(),
+            namespace,
+            values: work.join(format!("{namespace}-values.json")),
+        };
+        std::fs::write(&release.values, values.to_string())?;
+        release.with_chart("install", &["--create-namespace"])?;
+        Ok(release)
+    }
+
+    /// `helm upgrade` with the same values and `extra` arguments.
+    fn upgrade(&self, extra: &[&str]) -> Result<()> {
+        self.with_chart("upgrade", extra)
+    }
+
+    fn uninstall(&self) -> Result<()> {
+        self.helm(&["uninstall", "leasehold", "-n", self.namespace, "--wait"])
+    }
+
+    fn with_chart(&self, command: &str, extra: &[&str]) -> Result<()> {
+        let chart = Self::chart();
+        let mut args = vec![
+            command,
+            "leasehold",
+            chart.to_str().context("chart path")?,
+            "-n",
+            self.namespace,
+            "--values",
+            self.values.to_str().context("values path")?,
+        ];
+        args.extend_from_slice(extra);
+        self.helm(&args)
+    }
+
+    fn helm(&self, args: &[&str]) -> Result<()> {
+        let mut all = vec![
+            "--kubeconfig",
+            self.kubeconfig.to_str().context("kubeconfig path")?,
+        ];
+        all.extend_from_slice(args);
+        leasehold_testkit::tools::run(&leasehold_testkit::tools::helm()?, &all, None).map(drop)
+    }
+}
+
 /// Waits for the Ready pod of `selector` that replaced `old`; its name.
 async fn replacement(node: &Node, namespace: &str, selector: &str, old: &str) -> Result<String> {
     let deadline = std::time::Instant::now() + POD_READY;
@@ -524,27 +588,7 @@ async fn a_replaced_leading_pod_on_a_real_node_hands_over_and_loses_no_log_line(
             {"name": "KSM_HOST", "value": ksm_host(plane)?},
         ],
     });
-    let values_file = node.work().join("values.json");
-    std::fs::write(&values_file, values.to_string())?;
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold");
-    let kc = plane.admin_kubeconfig();
-    let kc = kc.to_str().context("kubeconfig path")?;
-    let helm = |args: &[&str]| -> Result<()> {
-        let mut all = vec!["--kubeconfig", kc];
-        all.extend_from_slice(args);
-        leasehold_testkit::tools::run(&leasehold_testkit::tools::helm()?, &all, None).map(drop)
-    };
-    helm(&[
-        "install",
-        "leasehold",
-        chart.to_str().context("path")?,
-        "-n",
-        HELM_NS,
-        "--create-namespace",
-        "--values",
-        values_file.to_str().context("path")?,
-    ])?;
+    let release = Release::install(plane, node.work(), HELM_NS, &values)?;
     let selector = "app.kubernetes.io/name=leasehold";
     let first = node.wait_ready(HELM_NS, selector, 1, POD_READY).await?[0].clone();
     node.wait_ready("default", "app=counter", 1, POD_READY)
@@ -604,17 +648,7 @@ async fn a_replaced_leading_pod_on_a_real_node_hands_over_and_loses_no_log_line(
                     None,
                 )?;
             }
-            _ => helm(&[
-                "upgrade",
-                "leasehold",
-                chart.to_str().context("path")?,
-                "-n",
-                HELM_NS,
-                "--values",
-                values_file.to_str().context("path")?,
-                "--set",
-                &format!("image.tag={next_tag}"),
-            ])?,
+            _ => release.upgrade(&["--set", &format!("image.tag={next_tag}")])?,
         }
         let after = replacement(&node, HELM_NS, selector, &before).await?;
         wait_holder(&node, HELM_NS, lease, &after, Duration::from_secs(60)).await?;
@@ -694,7 +728,7 @@ async fn a_replaced_leading_pod_on_a_real_node_hands_over_and_loses_no_log_line(
         "lines lost across the pod replacements: {missing:?}"
     );
     assert_eq!(lo, 1, "the workload's first line");
-    helm(&["uninstall", "leasehold", "-n", HELM_NS, "--wait"])?;
+    release.uninstall()?;
     node.down()?;
     Ok(())
 }
@@ -755,27 +789,7 @@ async fn pods_on_a_real_node_elect_one_leader_through_a_deletion_and_a_drain() -
             }],
         },
     });
-    let values_file = node.work().join("election-values.json");
-    std::fs::write(&values_file, values.to_string())?;
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/leasehold");
-    let kc = plane.admin_kubeconfig();
-    let kc = kc.to_str().context("kubeconfig path")?;
-    let helm = |args: &[&str]| -> Result<()> {
-        let mut all = vec!["--kubeconfig", kc];
-        all.extend_from_slice(args);
-        leasehold_testkit::tools::run(&leasehold_testkit::tools::helm()?, &all, None).map(drop)
-    };
-    helm(&[
-        "install",
-        "leasehold",
-        chart.to_str().context("path")?,
-        "-n",
-        ELECTION_NS,
-        "--create-namespace",
-        "--values",
-        values_file.to_str().context("path")?,
-    ])?;
+    let release = Release::install(plane, node.work(), ELECTION_NS, &values)?;
     let ds_selector = "app.kubernetes.io/name=leasehold";
     let lease = "leasehold-leader";
     let first = node
@@ -913,7 +927,7 @@ async fn pods_on_a_real_node_elect_one_leader_through_a_deletion_and_a_drain() -
         &["delete", "-f", "-", "--wait=false"],
         Some(&extras.to_string()),
     )?;
-    helm(&["uninstall", "leasehold", "-n", ELECTION_NS, "--wait"])?;
+    release.uninstall()?;
     node.down()?;
     Ok(())
 }

@@ -330,12 +330,13 @@ fn check_warns_that_it_cannot_judge_a_lease_timing_from_a_variable_and_judges_it
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
 
-/// Keys of Elastic's standalone Kubernetes manifest that used to stop
-/// `check`: the output's `ssl.ca_trusted_fingerprint` (from a variable, or
-/// empty), the inputs' `meta` (the integration package), and a Windows-only
-/// `winlog` input, which a Linux agent does not run and says so.
+/// Keys of Elastic's standalone Kubernetes manifest and Helm chart that
+/// used to stop `check`: the output's `ssl.ca_trusted_fingerprint` (from a
+/// variable, or empty), `preset` and `loadbalance`, the inputs' `meta` (the
+/// integration package), and a Windows-only `winlog` input, which a Linux
+/// agent does not run and says so.
 #[test]
-fn check_takes_the_ca_fingerprint_package_meta_and_a_windows_only_input() {
+fn check_takes_elastics_output_keys_package_meta_and_a_windows_only_input() {
     let p = TempFile::new(
         "manifest-shaped.yml",
         "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['${env.ES_HOST}']\n    api_key: ${env.API_KEY}\n    ssl.ca_trusted_fingerprint: ${env.CA_TRUSTED}\ninputs:\n  - id: files\n    type: filestream\n    meta: {package: {name: system, version: 1.0.0}}\n    paths: [/var/log/syslog]\n  - id: windows-events\n    type: winlog\n    meta: {package: {name: system, version: 1.0.0}}\n    streams:\n      - data_stream: {type: logs, dataset: system.application}\n        condition: '${host.platform} == ''windows'''\n",
@@ -349,6 +350,28 @@ fn check_takes_the_ca_fingerprint_package_meta_and_a_windows_only_input() {
     );
     assert!(!err.contains("meta"), "{err}");
     assert!(!err.contains("ca_trusted_fingerprint"), "{err}");
+
+    // A preset and `loadbalance` load; what is replaced or not acted on
+    // is said.
+    let tuned = TempFile::new(
+        "tuned.yml",
+        "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['http://localhost:9200']\n    preset: throughput\n    worker: 2\n    loadbalance: true\ninputs: []\n",
+    );
+    let o = leasehold(&["check", "-c", tuned.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "tuned.yml:5:13: warning: `outputs.default.preset`: preset `throughput` replaces worker"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "tuned.yml:7:18: warning: `outputs.default.loadbalance`: accepted, not acted on"
+        ),
+        "{err}"
+    );
 
     // A fingerprint that is not one is an error naming the key.
     let bad = TempFile::new(

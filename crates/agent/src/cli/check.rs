@@ -68,6 +68,17 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
             }
         }
     }
+    if let Some(section) = policy.section("outputs") {
+        for (path, why) in crate::outputs::output_notes(&section.to_value()) {
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                file: policy.file.clone(),
+                pos: at(section, &path),
+                message: format!("`{path}`: {why}"),
+                hint: None,
+            });
+        }
+    }
     for input in policy.inputs() {
         let (name, pos) = match input.get("use_output") {
             Some(n) => match n.as_str() {

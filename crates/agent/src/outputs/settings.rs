@@ -211,6 +211,29 @@ impl std::error::Error for SettingError {}
 /// Every problem is reported, each with its dotted key path. An unknown
 /// `type` lists the known types; an unknown key lists the keys known for
 /// that type. A missing `default` output is not an error here.
+/// Settings of `section` (the `outputs:` map) that are accepted but not
+/// acted on as written, as (path, why): warnings of `check`.
+pub fn output_notes(section: &Value) -> Vec<(String, String)> {
+    let Value::Map(outputs) = section else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for (name, value) in outputs.iter() {
+        let Value::Map(map) = value else { continue };
+        let base = format!("outputs.{name}");
+        let mut keys = BTreeMap::new();
+        flatten(&base, "", map, &mut keys, &mut Vec::new());
+        if matches!(given(&keys, "type"), Some(Value::Str(t)) if t == "elasticsearch") {
+            notes.extend(
+                elasticsearch::settings::notes(&keys)
+                    .into_iter()
+                    .map(|(key, why)| (format!("{base}.{key}"), why)),
+            );
+        }
+    }
+    notes
+}
+
 pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<SettingError>> {
     let map = match section {
         Value::Null => return Ok(Vec::new()),
@@ -390,6 +413,11 @@ fn parse_output(
     if errors.len() > before {
         return None;
     }
+    // An Elastic preset sizes the queue too.
+    let queue_events = match &kind {
+        OutputKind::Elasticsearch(es) => es.preset.map_or(queue_events, |p| p.queue_events),
+        _ => queue_events,
+    };
     Some(OutputSettings {
         name: name.to_string(),
         kind,
@@ -849,6 +877,44 @@ mod tests {
         assert_eq!(outs[1].name, "other");
         assert_eq!(outs[1].kind, OutputKind::Console);
         assert_eq!(outs[1].kind.type_name(), "console");
+    }
+
+    /// Elastic Agent's `preset` sets the batch, the requests in flight,
+    /// gzip and the queue, and wins over the same keys set beside it;
+    /// `custom` leaves them alone; `loadbalance` is accepted.
+    #[test]
+    fn an_elastic_preset_sizes_batches_requests_and_the_queue() {
+        let es = |yaml: &str| -> (elasticsearch::settings::ElasticsearchSettings, usize) {
+            let outs = parse(yaml).unwrap();
+            match &outs[0].kind {
+                OutputKind::Elasticsearch(e) => (e.clone(), outs[0].queue_events),
+                other => panic!("{other:?}"),
+            }
+        };
+        let base = "outputs:\n  default:\n    type: elasticsearch\n    hosts: [localhost]\n";
+        let (e, queue) = es(&format!(
+            "{base}    preset: throughput\n    loadbalance: true\n"
+        ));
+        assert_eq!(
+            (e.bulk_max_size, e.worker, e.compression_level, queue),
+            (1600, 4, 1, 12800)
+        );
+        let (e, queue) = es(&format!(
+            "{base}    preset: latency\n    worker: 3\n    bulk_max_size: 999\n    queue.mem.events: 7\n"
+        ));
+        assert_eq!((e.bulk_max_size, e.worker, queue), (50, 1, 4100));
+        let (e, queue) = es(&format!("{base}    preset: custom\n    worker: 3\n"));
+        assert_eq!((e.worker, e.preset, queue), (3, None, DEFAULT_QUEUE_EVENTS));
+        let errs = errors(&format!("{base}    preset: fast\n    loadbalance: 'yes'\n"));
+        assert!(
+            errs.iter().any(|(p, m)| p == "outputs.default.preset"
+                && m.contains("balanced, throughput, scale, latency, custom")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|(p, _)| p == "outputs.default.loadbalance"),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::tls::Verification;
 
 /// Keys an `elasticsearch` output accepts (after `ssl`/`backoff` maps are
 /// flattened to dotted keys).
-pub const KEYS: [&str; 18] = [
+pub const KEYS: [&str; 20] = [
     "hosts",
     "protocol",
     "path",
@@ -25,6 +25,8 @@ pub const KEYS: [&str; 18] = [
     "ssl.certificate_authorities",
     "ssl.verification_mode",
     "ssl.ca_trusted_fingerprint",
+    "preset",
+    "loadbalance",
     "compression_level",
     "bulk_max_size",
     "worker",
@@ -47,6 +49,60 @@ pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// The port of a host given without one.
 pub const DEFAULT_PORT: u16 = 9200;
 
+/// Elastic Agent's performance presets (`preset`): the values each sets
+/// of `bulk_max_size`, `worker`, `compression_level` and
+/// `queue.mem.events`. Their `queue.mem.flush.*` and
+/// `idle_connection_timeout` have no counterpart here: leasehold sends a
+/// batch as soon as events are queued. As in Elastic Agent, a preset's
+/// values win over the same keys set beside it (`custom` sets nothing).
+pub const PRESETS: [(&str, Preset); 4] = [
+    (
+        "balanced",
+        Preset {
+            bulk_max_size: 1600,
+            worker: 1,
+            compression_level: 1,
+            queue_events: 3200,
+        },
+    ),
+    (
+        "throughput",
+        Preset {
+            bulk_max_size: 1600,
+            worker: 4,
+            compression_level: 1,
+            queue_events: 12800,
+        },
+    ),
+    (
+        "scale",
+        Preset {
+            bulk_max_size: 1600,
+            worker: 1,
+            compression_level: 1,
+            queue_events: 3200,
+        },
+    ),
+    (
+        "latency",
+        Preset {
+            bulk_max_size: 50,
+            worker: 1,
+            compression_level: 1,
+            queue_events: 4100,
+        },
+    ),
+];
+
+/// What one of [`PRESETS`] sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    pub bulk_max_size: usize,
+    pub worker: usize,
+    pub compression_level: u32,
+    pub queue_events: usize,
+}
+
 /// Settings of an `elasticsearch` output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElasticsearchSettings {
@@ -67,6 +123,8 @@ pub struct ElasticsearchSettings {
     pub verification: Verification,
     /// `ssl.ca_trusted_fingerprint`: a CA trusted when a server presents it.
     pub ca_trusted_fingerprint: Option<crate::tls::Fingerprint>,
+    /// The `preset` applied, if any (its queue size is the output's).
+    pub preset: Option<Preset>,
     /// gzip level of request bodies, 0 (off) to 9.
     pub compression_level: u32,
     /// Most documents in one `_bulk` request.
@@ -92,6 +150,7 @@ impl Default for ElasticsearchSettings {
             certificate_authorities: Vec::new(),
             verification: Verification::Full,
             ca_trusted_fingerprint: None,
+            preset: None,
             compression_level: DEFAULT_COMPRESSION_LEVEL,
             bulk_max_size: DEFAULT_BULK_MAX_SIZE,
             worker: 1,
@@ -361,6 +420,34 @@ pub fn parse(
     {
         s.worker = n as usize;
     }
+    if let Some(v) = get("loadbalance")
+        && !matches!(v, Value::Bool(_))
+    {
+        errors.push(SettingError::new(
+            path_of("loadbalance"),
+            format!("must be true or false, found {}", describe(v)),
+        ));
+    }
+    match get("preset") {
+        None => {}
+        Some(Value::Str(p)) if p == "custom" || p.is_empty() => {}
+        Some(Value::Str(p)) if PRESETS.iter().any(|(n, _)| n == p) => {
+            let preset = PRESETS.iter().find(|(n, _)| n == p).map(|(_, v)| *v);
+            if let Some(preset) = preset {
+                s.bulk_max_size = preset.bulk_max_size;
+                s.worker = preset.worker;
+                s.compression_level = preset.compression_level;
+                s.preset = Some(preset);
+            }
+        }
+        Some(other) => errors.push(SettingError::new(
+            path_of("preset"),
+            format!(
+                "must be one of balanced, throughput, scale, latency, custom; found {}",
+                describe(other)
+            ),
+        )),
+    }
     s.timeout = common::duration(base, keys, "timeout", DEFAULT_TIMEOUT, errors);
     (s.backoff_init, s.backoff_max) = common::backoff(
         base,
@@ -369,6 +456,46 @@ pub fn parse(
         errors,
     );
     s
+}
+
+/// The keys a preset sets, as they may be written beside it.
+const PRESET_KEYS: [&str; 5] = [
+    "bulk_max_size",
+    "worker",
+    "workers",
+    "compression_level",
+    "queue.mem.events",
+];
+
+/// Settings of one output (flattened `keys`) accepted but not acted on as
+/// written, as (key, why), for `check`.
+pub fn notes(keys: &BTreeMap<String, Value>) -> Vec<(&'static str, String)> {
+    let get = |key: &str| given(keys, key);
+    let mut notes = Vec::new();
+    if let Some(Value::Bool(true)) = get("loadbalance") {
+        notes.push((
+            "loadbalance",
+            "accepted, not acted on: requests go to one host at a time (`worker` of them in flight) and fail over to the next host".to_string(),
+        ));
+    }
+    if let Some(Value::Str(p)) = get("preset")
+        && PRESETS.iter().any(|(n, _)| n == p)
+    {
+        let replaced: Vec<&str> = PRESET_KEYS
+            .into_iter()
+            .filter(|k| get(k).is_some())
+            .collect();
+        if !replaced.is_empty() {
+            notes.push((
+                "preset",
+                format!(
+                    "preset `{p}` replaces {} set beside it, as in Elastic Agent; use `preset: custom` to set them yourself",
+                    replaced.join(", ")
+                ),
+            ));
+        }
+    }
+    notes
 }
 
 /// User and password taken from a URL.

@@ -62,8 +62,17 @@ KSM_RESOURCES = {
     "namespaces": "",
     "nodes": "",
     "pods": "",
+    "services": "",
+    "persistentvolumes": "",
+    "persistentvolumeclaims": "",
+    "resourcequotas": "",
     "deployments": "apps",
     "daemonsets": "apps",
+    "statefulsets": "apps",
+    "replicasets": "apps",
+    "jobs": "batch",
+    "cronjobs": "batch",
+    "storageclasses": "storage.k8s.io",
     "leases": "coordination.k8s.io",
 }
 KSM_STOP_TIMEOUT_S = 10.0

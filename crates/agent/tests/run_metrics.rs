@@ -356,6 +356,238 @@ async fn state_metricsets_describe_the_objects_kube_state_metrics_sees() -> Resu
     Ok(())
 }
 
+/// The metricsets of Elastic's manifest beyond the first six, against the
+/// real kube-state-metrics: a StatefulSet, ReplicaSet, Job, CronJob,
+/// Service, PersistentVolume and its claim, ResourceQuota and StorageClass
+/// made through the API each appear in their dataset with Elastic's field
+/// names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_state_metricsets_describe_their_objects() -> Result<()> {
+    use leasehold_testkit::objects;
+    use serde_json::json;
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    let admin = plane.admin_client().await?;
+    let suffix = format!("{:04x}", std::process::id() % 0xffff);
+    let ns = format!("tables-{suffix}");
+    objects::namespace(&admin, &ns).await?;
+    let labels = json!({"app": "db"});
+    let pod_template = json!({
+        "metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "main", "image": objects::IMAGE}], "restartPolicy": "Never"}
+    });
+    let always = {
+        let mut t = pod_template.clone();
+        t["spec"]["restartPolicy"] = json!("Always");
+        t
+    };
+    let sc = format!("slow-{suffix}");
+    let pv = format!("pv-{suffix}");
+    for (namespaced, object) in [
+        (
+            true,
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+            "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": labels}, "template": always}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": labels}, "template": always}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+            "spec": {"completions": 2, "parallelism": 1, "template": pod_template}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+            "spec": {"schedule": "0 3 * * *", "suspend": true, "jobTemplate": {"spec": {"template": pod_template}}}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
+            "spec": {"type": "ClusterIP", "ports": [{"port": 5432}], "selector": labels}}),
+        ),
+        (
+            false,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
+            "provisioner": "example.com/none", "reclaimPolicy": "Retain"}),
+        ),
+        (
+            false,
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "hostPath": {"path": "/nonexistent"}}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                     "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+        (
+            true,
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"},
+            "spec": {"hard": {"pods": "10"}}}),
+        ),
+    ] {
+        objects::create(&admin, namespaced.then_some(ns.as_str()), object).await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: state\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [state_statefulset, state_replicaset, state_job, state_cronjob, state_service, state_persistentvolume, state_persistentvolumeclaim, state_resourcequota, state_storageclass]\n        hosts: ['{}']\n        period: 1s\n",
+            out.display(),
+            ksm.url()
+        ),
+    )?;
+    let _agent = AgentProc::start(&policy, Path::new("/nonexistent"), 1, "default", &out)?;
+    let checks: [(&str, &[&str], &str); 9] = [
+        (
+            "kubernetes.state_statefulset",
+            &["kubernetes", "statefulset", "name"],
+            "db",
+        ),
+        (
+            "kubernetes.state_replicaset",
+            &["kubernetes", "replicaset", "name"],
+            "web",
+        ),
+        (
+            "kubernetes.state_job",
+            &["kubernetes", "job", "name"],
+            "once",
+        ),
+        (
+            "kubernetes.state_cronjob",
+            &["kubernetes", "cronjob", "name"],
+            "nightly",
+        ),
+        (
+            "kubernetes.state_service",
+            &["kubernetes", "service", "name"],
+            "db",
+        ),
+        (
+            "kubernetes.state_persistentvolume",
+            &["kubernetes", "persistentvolume", "name"],
+            &pv,
+        ),
+        (
+            "kubernetes.state_persistentvolumeclaim",
+            &["kubernetes", "persistentvolumeclaim", "name"],
+            "data",
+        ),
+        (
+            "kubernetes.state_resourcequota",
+            &["kubernetes", "resourcequota", "name"],
+            "pods",
+        ),
+        (
+            "kubernetes.state_storageclass",
+            &["kubernetes", "storageclass", "name"],
+            &sc,
+        ),
+    ];
+    let mine = |d: &[Value], ds: &str, path: &[&str], want: &str| -> Option<Value> {
+        d.iter()
+            .find(|e| {
+                e["data_stream"]["dataset"] == ds
+                    && path.iter().fold(*e, |at, p| &at[*p]) == want
+                    && (e["kubernetes"]["namespace"] == ns.as_str()
+                        || e["kubernetes"].get("namespace").is_none())
+            })
+            .cloned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let d = loop {
+        let d = docs(&out)?;
+        let missing: Vec<&str> = checks
+            .iter()
+            .filter(|(ds, path, want)| mine(&d, ds, path, want).is_none())
+            .map(|(ds, _, _)| *ds)
+            .collect();
+        if missing.is_empty() {
+            break d;
+        }
+        if Instant::now() > deadline {
+            bail!("not seen: {missing:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let get = |i: usize| mine(&d, checks[i].0, checks[i].1, checks[i].2).unwrap_or_default();
+    let sts = get(0);
+    assert_eq!(
+        sts["kubernetes"]["statefulset"]["replicas"]["desired"], 2,
+        "{sts}"
+    );
+    assert_eq!(sts["kubernetes"]["namespace"], ns.as_str(), "{sts}");
+    let rs = get(1);
+    assert_eq!(
+        rs["kubernetes"]["replicaset"]["replicas"]["desired"], 3,
+        "{rs}"
+    );
+    let job = get(2);
+    assert_eq!(
+        job["kubernetes"]["job"]["completions"]["desired"], 2,
+        "{job}"
+    );
+    assert!(
+        job["kubernetes"]["job"]["time"]["created"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{job}"
+    );
+    let cron = get(3);
+    assert_eq!(
+        cron["kubernetes"]["cronjob"]["is_suspended"], true,
+        "{cron}"
+    );
+    assert_eq!(
+        cron["kubernetes"]["cronjob"]["schedule"], "0 3 * * *",
+        "{cron}"
+    );
+    let svc = get(4);
+    assert_eq!(svc["kubernetes"]["service"]["type"], "ClusterIP", "{svc}");
+    let vol = get(5);
+    assert_eq!(
+        vol["kubernetes"]["persistentvolume"]["capacity"]["bytes"], 1_073_741_824_i64,
+        "{vol}"
+    );
+    assert_eq!(
+        vol["kubernetes"]["persistentvolume"]["storage_class"],
+        sc.as_str(),
+        "{vol}"
+    );
+    let claim = get(6);
+    assert_eq!(
+        claim["kubernetes"]["persistentvolumeclaim"]["request_storage"]["bytes"], 1_073_741_824_i64,
+        "{claim}"
+    );
+    assert_eq!(
+        claim["kubernetes"]["persistentvolumeclaim"]["phase"], "Pending",
+        "{claim}"
+    );
+    let class = get(8);
+    assert_eq!(
+        class["kubernetes"]["storageclass"]["provisioner"], "example.com/none",
+        "{class}"
+    );
+    assert_eq!(
+        class["kubernetes"]["storageclass"]["reclaim_policy"], "Retain",
+        "{class}"
+    );
+    for e in [sts, rs, job, cron, svc, vol, claim, get(7), class] {
+        assert_eq!(e["event"]["module"], "kubernetes", "{e}");
+        assert_eq!(e["data_stream"]["type"], "metrics", "{e}");
+    }
+    Ok(())
+}
+
 /// The three-agent scenario: gated `state_*`, `apiserver` and
 /// `kubernetes/events` on three agents through a SIGTERM handover, a holder
 /// overwrite and a SIGKILL of the leader, while the test creates Events.

@@ -183,3 +183,38 @@ pub async fn daemonset(client: &Client, namespace: &str, name: &str) -> Result<D
         .await
         .with_context(|| format!("creating daemonset {namespace}/{name}"))
 }
+
+/// Creates the object written as JSON (`apiVersion`, `kind`, `metadata`,
+/// …) in `namespace`, or cluster-wide when `None`: for kinds that need no
+/// more than their manifest (Services, StatefulSets, Jobs, volumes, …).
+pub async fn create(
+    client: &Client,
+    namespace: Option<&str>,
+    object: serde_json::Value,
+) -> Result<kube::api::DynamicObject> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let api_version = object["apiVersion"]
+        .as_str()
+        .context("apiVersion")?
+        .to_string();
+    let kind = object["kind"].as_str().context("kind")?.to_string();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind));
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    let obj: DynamicObject = serde_json::from_value(object)?;
+    api.create(&PostParams::default(), &obj)
+        .await
+        .with_context(|| {
+            format!(
+                "creating {kind} {}{name}",
+                namespace.map(|n| format!("{n}/")).unwrap_or_default()
+            )
+        })
+}

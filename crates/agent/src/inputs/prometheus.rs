@@ -45,7 +45,7 @@ pub const STREAM_KEYS: [&str; 19] = [
 
 /// Metricsets of Elastic's `prometheus` and `kubernetes` modules that this
 /// version does not have: a stream naming one skips it, with a warning.
-pub const ELASTIC_METRICSETS: [&str; 22] = [
+pub const ELASTIC_METRICSETS: [&str; 13] = [
     "query",
     "remote_write",
     "container",
@@ -57,16 +57,7 @@ pub const ELASTIC_METRICSETS: [&str; 22] = [
     "scheduler",
     "system",
     "volume",
-    "state_cronjob",
     "state_horizontalpodautoscaler",
-    "state_job",
-    "state_persistentvolume",
-    "state_persistentvolumeclaim",
-    "state_replicaset",
-    "state_resourcequota",
-    "state_service",
-    "state_statefulset",
-    "state_storageclass",
     "state_pvc",
 ];
 

@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod state;
+mod state_tables;
 
 use std::sync::Arc;
 
@@ -43,7 +44,7 @@ impl KubernetesMetrics {
         let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
         keys.push("streams");
         unknown_keys_lenient(map, &keys, "kubernetes/metrics", out);
-        let allowed = format!("{}, apiserver", state::STATE_METRICSETS.join(", "));
+        let allowed = format!("{}, apiserver", state::names().join(", "));
         let schema = StreamSchema {
             type_name: "kubernetes/metrics",
             keys: &STREAM_KEYS,

@@ -76,11 +76,29 @@ impl State {
     /// The metricset called `name`, if it is one.
     pub fn named(name: &str) -> Option<State> {
         STATE_METRICSETS
-            .iter()
-            .find(|n| **n == name)
+            .into_iter()
+            .chain(super::state_tables::names())
+            .find(|n| *n == name)
             .map(|n| State { name: n })
     }
 }
+
+/// Every `state_*` metricset: those built here and those written as
+/// tables ([`super::state_tables`]).
+pub fn names() -> Vec<&'static str> {
+    STATE_METRICSETS
+        .into_iter()
+        .chain(super::state_tables::names())
+        .collect()
+}
+
+/// Every family any `state_*` metricset reads.
+static ALL_FAMILIES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    FAMILIES
+        .into_iter()
+        .chain(super::state_tables::families())
+        .collect()
+});
 
 /// Documents being built, by object key.
 #[derive(Default)]
@@ -159,7 +177,7 @@ impl Metricset for State {
     }
 
     fn families(&self) -> Option<&'static [&'static str]> {
-        Some(&FAMILIES)
+        Some(ALL_FAMILIES.as_slice())
     }
 
     fn documents(&self, families: &[Family], _host: &str) -> Vec<Doc> {
@@ -169,7 +187,8 @@ impl Metricset for State {
             "state_container" => containers(families),
             "state_deployment" => deployments(families),
             "state_daemonset" => daemonsets(families),
-            _ => namespaces(families),
+            "state_namespace" => namespaces(families),
+            other => super::state_tables::documents(other, families).unwrap_or_default(),
         }
     }
 }

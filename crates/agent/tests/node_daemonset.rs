@@ -61,8 +61,10 @@ fn start_counter(node: &Node) -> Result<()> {
                     "terminationGracePeriodSeconds": 1,
                     "containers": [{
                         "name": "count", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"]
-                    }]
+                        "command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"],
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
+                    }],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}]
                 }
             })
             .to_string(),
@@ -970,5 +972,158 @@ async fn leads_and_writes(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    Ok(())
+}
+
+/// The kubelet metricsets against the node's real kubelet: an agent with a
+/// ServiceAccount token granted `nodes/stats` (and the kubelet's own serving
+/// certificate as its CA) reads `/stats/summary` and writes the node, the
+/// workload's pod, its container and its `emptyDir` volume, and every
+/// system container the kubelet reports, with Elastic's field names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_metricsets_on_a_real_node_read_its_summary() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    start_counter(&node)?;
+    node.wait_ready("default", "app=counter", 1, POD_READY)
+        .await?;
+    // An account that may read the kubelet's stats, and nothing else.
+    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "kubelet-reader", "namespace": "default"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "leasehold-test-kubelet-reader"},
+         "rules": [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "leasehold-test-kubelet-reader"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "leasehold-test-kubelet-reader"},
+         "subjects": [{"kind": "ServiceAccount", "name": "kubelet-reader", "namespace": "default"}]},
+    ]});
+    node.kubectl(&["apply", "-f", "-"], Some(&rbac.to_string()))?;
+    let dir = tempfile::tempdir()?;
+    let token = dir.path().join("token");
+    let text = node.kubectl(
+        &[
+            "create",
+            "token",
+            "kubelet-reader",
+            "-n",
+            "default",
+            "--duration=10m",
+        ],
+        None,
+    )?;
+    std::fs::write(&token, text.trim())?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: kubelet\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [node, pod, container, volume, system]\n        hosts: ['https://127.0.0.1:{}']\n        bearer_token_file: '{}'\n        ssl.certificate_authorities: ['{}']\n        period: 2s\n",
+            out.display(),
+            leasehold_testkit::node::KUBELET_PORT,
+            token.display(),
+            node.work().join("kubelet/pki/kubelet.crt").display(),
+        ),
+    )?;
+    let agent = agents::AgentProc::start_alone(plane, &policy, &out)?;
+    let read = || -> Result<Vec<Value>> {
+        let Ok(text) = std::fs::read_to_string(out.join("events.ndjson")) else {
+            return Ok(Vec::new());
+        };
+        agents::complete_lines(&text)
+            .map(|l| Ok(serde_json::from_str(l)?))
+            .collect()
+    };
+    let of = |d: &[Value], dataset: &str, f: &dyn Fn(&Value) -> bool| -> Option<Value> {
+        d.iter()
+            .find(|e| e["data_stream"]["dataset"] == dataset && f(e))
+            .cloned()
+    };
+    let counter = |e: &Value| e["kubernetes"]["pod"]["name"] == "counter";
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let d = loop {
+        let d = read()?;
+        let seen = [
+            of(&d, "kubernetes.node", &|e| {
+                e["kubernetes"]["node"]["name"] == "127.0.0.1"
+            }),
+            of(&d, "kubernetes.pod", &counter),
+            of(&d, "kubernetes.container", &counter),
+            of(&d, "kubernetes.volume", &|e| {
+                counter(e) && e["kubernetes"]["volume"]["name"] == "scratch"
+            }),
+        ];
+        if seen.iter().all(Option::is_some) {
+            break seen.map(Option::unwrap_or_default);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "not every kubelet dataset seen: {seen:?}; agent log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let [n, pod, container, volume] = d;
+    assert!(
+        n["kubernetes"]["node"]["cpu"]["usage"]["core"]["ns"].is_number(),
+        "{n}"
+    );
+    assert!(
+        n["kubernetes"]["node"]["fs"]["capacity"]["bytes"].is_number(),
+        "{n}"
+    );
+    assert_eq!(pod["kubernetes"]["namespace"], "default", "{pod}");
+    assert_eq!(pod["kubernetes"]["node"]["name"], "127.0.0.1", "{pod}");
+    assert!(pod["kubernetes"]["pod"]["uid"].is_string(), "{pod}");
+    assert_eq!(
+        container["kubernetes"]["container"]["name"], "count",
+        "{container}"
+    );
+    assert!(
+        container["kubernetes"]["container"]["memory"]["workingset"]["bytes"].is_number(),
+        "{container}"
+    );
+    assert!(
+        volume["kubernetes"]["volume"]["fs"]["capacity"]["bytes"].is_number(),
+        "{volume}"
+    );
+    // Every system container the kubelet reports (this node's kubelet is
+    // given no system cgroups, so it may report none) has its document.
+    let summary: Value = serde_json::from_str(&node.kubelet_get("/stats/summary", text.trim())?)?;
+    let reported: std::collections::BTreeSet<String> = summary["node"]["systemContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    let written: std::collections::BTreeSet<String> = read()?
+        .iter()
+        .filter(|e| e["data_stream"]["dataset"] == "kubernetes.system")
+        .filter_map(|e| {
+            e["kubernetes"]["system"]["container"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(written, reported, "system containers");
+    println!("kubelet: system containers reported: {reported:?}");
+    for e in [&n, &pod, &container, &volume] {
+        assert_eq!(e["event"]["module"], "kubernetes", "{e}");
+        assert_eq!(e["metricset"]["period"], 2000, "{e}");
+    }
+    println!(
+        "kubelet: node cpu {} nanocores; pod counter memory {} bytes",
+        n["kubernetes"]["node"]["cpu"]["usage"]["nanocores"],
+        pod["kubernetes"]["pod"]["memory"]["usage"]["bytes"]
+    );
+    drop(agent);
+    node.kubectl(
+        &["delete", "--wait=false", "-f", "-"],
+        Some(&rbac.to_string()),
+    )?;
+    node.down()?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use leasehold_prometheus_text::{Family, group_by_labels};
 use serde_json::{Value as Json, json};
 
 use super::http::HttpSettings;
-use super::scrape::{self, Doc, Metricset, Stream};
+use super::scrape::{self, Body, Doc, Metricset, Stream};
 use super::settings::{DataStream, Problem, expand_dotted, unknown_keys_lenient, unresolved};
 use super::{Input, InputContext};
 
@@ -45,18 +45,13 @@ pub const STREAM_KEYS: [&str; 19] = [
 
 /// Metricsets of Elastic's `prometheus` and `kubernetes` modules that this
 /// version does not have: a stream naming one skips it, with a warning.
-pub const ELASTIC_METRICSETS: [&str; 13] = [
+pub const ELASTIC_METRICSETS: [&str; 8] = [
     "query",
     "remote_write",
-    "container",
     "controllermanager",
     "event",
-    "node",
-    "pod",
     "proxy",
     "scheduler",
-    "system",
-    "volume",
     "state_horizontalpodautoscaler",
     "state_pvc",
 ];
@@ -196,9 +191,26 @@ pub fn read_streams(
             push_with_prefix(out, prefix, p);
             continue;
         }
+        let json = sets.iter().filter(|s| s.body() == Body::Json).count();
+        if json > 0 && json < sets.len() {
+            p.push(
+                Problem::new(
+                    "metricsets",
+                    "the kubelet's metricsets (node, pod, container, volume, system) read its JSON summary and cannot share a stream with metricsets of a Prometheus endpoint",
+                )
+                .hint("give them a stream of their own, with the kubelet as `hosts`"),
+            );
+            push_with_prefix(out, prefix, p);
+            continue;
+        }
         let period = scrape::duration(m, "period", Duration::from_secs(10), &mut p);
         let timeout = scrape::duration(m, "timeout", period, &mut p);
-        let urls = scrape::urls(m, "/metrics", &mut p);
+        let default_path = if json > 0 {
+            "/stats/summary"
+        } else {
+            "/metrics"
+        };
+        let urls = scrape::urls(m, default_path, &mut p);
         let http = HttpSettings::read(m, &mut p);
         let (include, exclude) = scrape::filters(m, &mut p);
         let base = DataStream {

@@ -32,6 +32,15 @@ pub struct Doc {
     pub fields: serde_json::Map<String, Json>,
 }
 
+/// What a metricset's endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// A Prometheus or OpenMetrics exposition.
+    Prometheus,
+    /// A JSON document (the kubelet's `/stats/summary`).
+    Json,
+}
+
 /// Turns one scrape into documents.
 pub trait Metricset: Send + Sync + 'static {
     /// Its name (`collector`, `state_pod`, …).
@@ -45,6 +54,14 @@ pub trait Metricset: Send + Sync + 'static {
     }
     /// Documents of one scrape of `host`.
     fn documents(&self, families: &[Family], host: &str) -> Vec<Doc>;
+    /// What its endpoint answers; a stream's metricsets all read one kind.
+    fn body(&self) -> Body {
+        Body::Prometheus
+    }
+    /// Documents of one JSON answer of `host` (for [`Body::Json`]).
+    fn documents_json(&self, _body: &Json, _host: &str) -> Vec<Doc> {
+        Vec::new()
+    }
 }
 
 /// A stream's settings.
@@ -333,6 +350,10 @@ async fn run_url(
     let read = families_read(&stream.metricsets);
     let keep = |name: &str| is_read(read.as_deref(), name) && names.keeps(name);
     let mut failing = false;
+    let json = stream
+        .metricsets
+        .first()
+        .is_some_and(|m| m.body() == Body::Json);
     loop {
         let at = next_aligned(now_us(), stream.period);
         tokio::select! {
@@ -359,20 +380,38 @@ async fn run_url(
             targets.succeeded(&url);
             failing = false;
         }
-        let (families, errors) = parse_lenient_keeping(
-            &fetched.body,
-            format_of(fetched.content_type.as_deref()),
-            &keep,
-        );
-        // The parsed families are all that is used from here on: the body
+        let parsed = if json {
+            match serde_json::from_str::<Json>(&fetched.body) {
+                Ok(v) => Parsed::Json(v),
+                Err(e) => {
+                    let why = format!("{url}: the answer is not JSON: {e}");
+                    tracing::warn!(input = %input_id, "{why}");
+                    targets.failed(&url, &why);
+                    failing = true;
+                    continue;
+                }
+            }
+        } else {
+            let (families, errors) = parse_lenient_keeping(
+                &fetched.body,
+                format_of(fetched.content_type.as_deref()),
+                &keep,
+            );
+            if let Some(e) = errors.first() {
+                tracing::warn!(input = %input_id, url = %url, "{} line(s) could not be parsed, first: {e}", errors.len());
+            }
+            Parsed::Families(families)
+        };
+        // The parsed answer is all that is used from here on: the body
         // (up to 64 MiB) is not held while documents are built and queued.
         drop(fetched);
-        if let Some(e) = errors.first() {
-            tracing::warn!(input = %input_id, url = %url, "{} line(s) could not be parsed, first: {e}", errors.len());
-        }
         let took_ns = started.elapsed().as_nanos() as u64;
         for (ms, (sink, dataset)) in stream.metricsets.iter().zip(&sinks) {
-            for doc in ms.documents(&families, &url) {
+            let docs = match &parsed {
+                Parsed::Families(families) => ms.documents(families, &url),
+                Parsed::Json(body) => ms.documents_json(body, &url),
+            };
+            for doc in docs {
                 let id = document_id(&[&input_id, ms.name(), &url, &doc.object, &at.to_string()]);
                 let mut fields = doc.fields;
                 fields.insert(
@@ -393,6 +432,12 @@ async fn run_url(
             }
         }
     }
+}
+
+/// One fetch, parsed as its metricsets read it.
+enum Parsed {
+    Families(Vec<Family>),
+    Json(Json),
 }
 
 #[cfg(test)]

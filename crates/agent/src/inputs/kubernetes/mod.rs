@@ -4,6 +4,7 @@
 //! `prometheus/metrics`.
 
 pub mod apiserver;
+mod kubelet;
 pub mod state;
 mod state_tables;
 
@@ -29,6 +30,9 @@ fn metricset(name: &str) -> Option<Arc<dyn Metricset>> {
     if name == "apiserver" {
         return Some(Arc::new(apiserver::ApiServer));
     }
+    if let Some(k) = kubelet::Kubelet::named(name) {
+        return Some(Arc::new(k));
+    }
     state::State::named(name).map(|s| Arc::new(s) as Arc<dyn Metricset>)
 }
 
@@ -44,7 +48,11 @@ impl KubernetesMetrics {
         let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
         keys.push("streams");
         unknown_keys_lenient(map, &keys, "kubernetes/metrics", out);
-        let allowed = format!("{}, apiserver", state::names().join(", "));
+        let allowed = format!(
+            "{}, apiserver, {}",
+            state::names().join(", "),
+            kubelet::KUBELET_METRICSETS.join(", ")
+        );
         let schema = StreamSchema {
             type_name: "kubernetes/metrics",
             keys: &STREAM_KEYS,

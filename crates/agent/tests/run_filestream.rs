@@ -781,3 +781,97 @@ fn lines_appended_to_a_closed_file_renamed_before_the_next_scan_arrive_once() ->
     assert_eq!(count.len(), 50, "every line once: {count:?}");
     Ok(())
 }
+
+/// Elastic's `logfile` input as its system integration writes it (two
+/// streams, `system.auth` and `system.syslog`, `exclude_files`, an indented
+/// continuation joined by `multiline`, `ignore_older`): read by the
+/// filestream machinery into each stream's data stream; the excluded
+/// rotated file is not read.
+#[test]
+fn elastics_logfile_input_reads_auth_and_syslog_with_their_keys() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    let logs = d.join("var-log");
+    fs::create_dir_all(&logs)?;
+    fs::write(
+        logs.join("auth.log"),
+        "Dec  4 10:00:00 host sshd[1]: Accepted publickey for ops\nDec  4 10:00:01 host sudo: ops : TTY=pts/0\n    COMMAND=/bin/true\n",
+    )?;
+    fs::write(
+        logs.join("auth.log.2.gz"),
+        "not gzip, and excluded anyway\n",
+    )?;
+    fs::write(
+        logs.join("syslog"),
+        "Dec  4 10:00:02 host kernel: one\nDec  4 10:00:03 host kernel: two\n",
+    )?;
+    let policy = d.join("policy.yml");
+    fs::write(
+        &policy,
+        format!(
+            r#"outputs:
+  default: {{type: file, path: '{out}', filename: logs}}
+inputs:
+  - id: system-logs
+    type: logfile
+    meta: {{package: {{name: system, version: 1.0.0}}}}
+    data_stream: {{namespace: default}}
+    streams:
+      - data_stream: {{dataset: system.auth, type: logs}}
+        paths: ['{l}/auth.log*']
+        exclude_files: ['.gz$']
+        multiline: {{pattern: '^\s', match: after, timeout: 1s}}
+        ignore_older: 72h
+        scan_frequency: 200ms
+      - data_stream: {{dataset: system.syslog, type: logs}}
+        paths: ['{l}/syslog*']
+        exclude_files: ['.gz$']
+        ignore_older: 72h
+        scan_frequency: 200ms
+"#,
+            out = d.join("out").display(),
+            l = logs.display(),
+        ),
+    )?;
+    let o = std::process::Command::new(binary())
+        .args(["check", "-c"])
+        .arg(&policy)
+        .output()?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "no warning: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut a = start(d, &policy)?;
+    let docs = wait_docs(&d.join("out"), 4)?;
+    let of = |dataset: &str| -> Vec<String> {
+        docs.iter()
+            .filter(|x| x["data_stream"]["dataset"] == dataset)
+            .filter_map(|x| x["message"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(
+        of("system.auth"),
+        [
+            "Dec  4 10:00:00 host sshd[1]: Accepted publickey for ops",
+            "Dec  4 10:00:01 host sudo: ops : TTY=pts/0\n    COMMAND=/bin/true",
+        ]
+    );
+    assert_eq!(
+        of("system.syslog"),
+        [
+            "Dec  4 10:00:02 host kernel: one",
+            "Dec  4 10:00:03 host kernel: two"
+        ]
+    );
+    assert!(
+        !docs
+            .iter()
+            .any(|x| x["message"].as_str().is_some_and(|m| m.contains("gzip"))),
+        "the .gz file is excluded"
+    );
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    Ok(())
+}

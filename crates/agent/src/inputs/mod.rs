@@ -10,6 +10,7 @@ pub mod exec;
 pub mod filestream;
 pub mod http;
 pub mod kubernetes;
+pub mod logfile;
 pub mod prometheus;
 pub mod schedule;
 pub mod scrape;
@@ -28,9 +29,10 @@ pub use settings::{DataStream, Problem};
 use crate::pipeline::publisher::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 6] = [
+pub const TYPES: [&str; 7] = [
     "exec",
     "filestream",
+    "logfile",
     "prometheus/metrics",
     "kubernetes/metrics",
     "kubernetes/events",
@@ -39,7 +41,7 @@ pub const TYPES: [&str; 6] = [
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
 /// warns, `run` lists such inputs as dropped.
-pub const NOT_YET: [&str; 2] = ["http/metrics", "logfile"];
+pub const NOT_YET: [&str; 1] = ["http/metrics"];
 
 /// Elastic's input types that read what only Windows has (its event log,
 /// ETW, perfmon): a Linux agent does not run them and says so, as Elastic
@@ -186,6 +188,14 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             filestream::Filestream::from_settings(&input_id(map), map, &data_stream, &mut problems)
                 .map(|e| Arc::new(e) as Arc<dyn Input>)
         }
+        // Elastic Agent's name for Filebeat's `log` input (and Filebeat's).
+        "logfile" | "log" => filestream::Filestream::from_settings(
+            &input_id(map),
+            &logfile::to_filestream(map),
+            &data_stream,
+            &mut problems,
+        )
+        .map(|e| Arc::new(e) as Arc<dyn Input>),
         t if WINDOWS_ONLY.contains(&t) => {
             problems.push(
                 Problem::warning(

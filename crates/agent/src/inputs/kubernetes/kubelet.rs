@@ -235,22 +235,32 @@ fn pods(summary: &Json) -> Vec<Doc> {
     docs
 }
 
-fn containers(summary: &Json) -> Vec<Doc> {
-    let mut docs = Vec::new();
-    for (pod, key, base) in each_pod(summary) {
-        for c in pod
-            .get("containers")
+/// Each named entry of a pod's `list` (`containers`, `volume`): its object
+/// key (`namespace/pod/name`), the entry, and a document holding the pod's
+/// shared fields and `kubernetes.pod.name`.
+fn each_pod_entry<'a>(
+    summary: &'a Json,
+    list: &'a str,
+) -> impl Iterator<Item = (String, &'a Json, Map<String, Json>)> + 'a {
+    each_pod(summary).flat_map(move |(pod, key, base)| {
+        pod.get(list)
             .and_then(Json::as_array)
             .into_iter()
             .flatten()
-        {
-            let Some(name) = c.get("name").and_then(Json::as_str) else {
-                continue;
-            };
-            let mut doc = base.clone();
-            if let Some(pod_name) = at(pod, "podRef.name") {
-                set_path(&mut doc, "kubernetes.pod.name", pod_name.clone());
-            }
+            .filter_map(move |entry| {
+                let name = entry.get("name")?.as_str()?;
+                let mut doc = base.clone();
+                if let Some(pod_name) = at(pod, "podRef.name") {
+                    set_path(&mut doc, "kubernetes.pod.name", pod_name.clone());
+                }
+                Some((format!("{key}/{name}"), entry, doc))
+            })
+    })
+}
+
+fn containers(summary: &Json) -> Vec<Doc> {
+    each_pod_entry(summary, "containers")
+        .map(|(object, c, mut doc)| {
             let p = "kubernetes.container";
             copy(
                 &mut doc,
@@ -263,33 +273,19 @@ fn containers(summary: &Json) -> Vec<Doc> {
             let rootfs = fs_fields("rootfs", "rootfs.");
             copy_owned(&mut doc, p, c, &rootfs[..4]);
             copy_owned(&mut doc, p, c, &fs_fields("logs", "logs."));
-            docs.push(Doc {
-                object: format!("{key}/{name}"),
+            Doc {
+                object,
                 fields: doc,
-            });
-        }
-    }
-    docs
+            }
+        })
+        .collect()
 }
 
 fn volumes(summary: &Json) -> Vec<Doc> {
-    let mut docs = Vec::new();
-    for (pod, key, base) in each_pod(summary) {
-        for v in pod
-            .get("volume")
-            .and_then(Json::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = v.get("name").and_then(Json::as_str) else {
-                continue;
-            };
-            let mut doc = base.clone();
-            if let Some(pod_name) = at(pod, "podRef.name") {
-                set_path(&mut doc, "kubernetes.pod.name", pod_name.clone());
-            }
+    each_pod_entry(summary, "volume")
+        .map(|(object, v, mut doc)| {
             let p = "kubernetes.volume";
-            set_path(&mut doc, &format!("{p}.name"), json!(name));
+            copy(&mut doc, p, v, &[("name", "name")]);
             copy_owned(&mut doc, p, v, &fs_fields("fs", ""));
             let ratio = |num: &str, den: &str| {
                 let (n, d) = (v.get(num)?.as_f64()?, v.get(den)?.as_f64()?);
@@ -311,13 +307,12 @@ fn volumes(summary: &Json) -> Vec<Doc> {
                     json!(claim),
                 );
             }
-            docs.push(Doc {
-                object: format!("{key}/{name}"),
+            Doc {
+                object,
                 fields: doc,
-            });
-        }
-    }
-    docs
+            }
+        })
+        .collect()
 }
 
 fn system(summary: &Json) -> Vec<Doc> {

@@ -74,10 +74,15 @@ fn at<'a>(v: &'a Json, path: &str) -> Option<&'a Json> {
 }
 
 /// Copies each (field, source path) present in `from`.
-fn copy(doc: &mut Map<String, Json>, prefix: &str, from: &Json, fields: &[(&str, &str)]) {
+fn copy<F: AsRef<str>, P: AsRef<str>>(
+    doc: &mut Map<String, Json>,
+    prefix: &str,
+    from: &Json,
+    fields: &[(F, P)],
+) {
     for (field, path) in fields {
-        if let Some(v) = at(from, path).filter(|v| !v.is_null()) {
-            set_path(doc, &format!("{prefix}.{field}"), v.clone());
+        if let Some(v) = at(from, path.as_ref()).filter(|v| !v.is_null()) {
+            set_path(doc, &format!("{prefix}.{}", field.as_ref()), v.clone());
         }
     }
 }
@@ -116,14 +121,6 @@ fn fs_fields(name: &str, from: &str) -> [(String, String); 6] {
     ]
 }
 
-fn copy_owned(doc: &mut Map<String, Json>, prefix: &str, from: &Json, fields: &[(String, String)]) {
-    let borrowed: Vec<(&str, &str)> = fields
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
-    copy(doc, prefix, from, &borrowed);
-}
-
 fn node_name(summary: &Json) -> Option<&str> {
     at(summary, "node.nodeName").and_then(Json::as_str)
 }
@@ -143,7 +140,7 @@ fn node(summary: &Json) -> Vec<Doc> {
     copy(&mut doc, p, n, &CPU);
     copy(&mut doc, p, n, &MEMORY);
     copy(&mut doc, p, n, &NETWORK);
-    copy_owned(&mut doc, p, n, &fs_fields("fs", "fs."));
+    copy(&mut doc, p, n, &fs_fields("fs", "fs."));
     copy(
         &mut doc,
         p,
@@ -271,8 +268,8 @@ fn containers(summary: &Json) -> Vec<Doc> {
             copy(&mut doc, p, c, &CPU);
             copy(&mut doc, p, c, &MEMORY);
             let rootfs = fs_fields("rootfs", "rootfs.");
-            copy_owned(&mut doc, p, c, &rootfs[..4]);
-            copy_owned(&mut doc, p, c, &fs_fields("logs", "logs."));
+            copy(&mut doc, p, c, &rootfs[..4]);
+            copy(&mut doc, p, c, &fs_fields("logs", "logs."));
             Doc {
                 object,
                 fields: doc,
@@ -286,7 +283,7 @@ fn volumes(summary: &Json) -> Vec<Doc> {
         .map(|(object, v, mut doc)| {
             let p = "kubernetes.volume";
             copy(&mut doc, p, v, &[("name", "name")]);
-            copy_owned(&mut doc, p, v, &fs_fields("fs", ""));
+            copy(&mut doc, p, v, &fs_fields("fs", ""));
             let ratio = |num: &str, den: &str| {
                 let (n, d) = (v.get(num)?.as_f64()?, v.get(den)?.as_f64()?);
                 (d > 0.0).then(|| n / d)

@@ -280,6 +280,16 @@ async fn stepped_down_leader(disk: bool, prefix: &str) -> Result<()> {
         &text,
         "leasehold_output_events_term_ended_total{output=\"es\"}",
     );
+    // The input's own count of its events discarded unsent agrees: every
+    // one the output set aside ended through its acknowledgement.
+    let input_discarded = metric(
+        &text,
+        "leasehold_events_ended_total{input=\"numbers\",outcome=\"discarded\"}",
+    );
+    assert!(
+        input_discarded >= discarded,
+        "input counted {input_discarded} discarded, output {discarded}: {text}"
+    );
     // Whoever leads next (the first leader may win the new term too).
     let next = c.leader_after(now_us(), &[])?;
     sink.start_again()?;

@@ -6,6 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::pipeline::ack::Tally;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InputLabels {
     input: String,
@@ -17,6 +19,12 @@ impl InputLabels {
             input: input.into(),
         }
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    input: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,6 +45,10 @@ struct InfoLabels {
 /// - `leasehold_events_produced_total{input}`;
 /// - `leasehold_events_refused_total{input}`: events refused because the
 ///   input's term had ended;
+/// - `leasehold_events_ended_total{input,outcome="delivered|dropped|discarded"}`:
+///   how each queued event's trip ended (see [`Tally`]); produced =
+///   delivered + dropped + discarded + still in flight (produced counts
+///   an event once its output took it);
 /// - `leasehold_policy_reloads_total{result="ok|error"}`;
 /// - `leasehold_agent_info{version,identity}`: 1 once the identity is set.
 #[derive(Clone, Debug)]
@@ -46,6 +58,7 @@ pub struct AgentMetrics {
     input_failures: Family<InputLabels, Counter>,
     events_produced: Family<InputLabels, Counter>,
     events_refused: Family<InputLabels, Counter>,
+    events_ended: Family<OutcomeLabels, Counter>,
     policy_reloads: Family<ResultLabels, Counter>,
     info: Family<InfoLabels, Gauge>,
 }
@@ -60,6 +73,7 @@ impl AgentMetrics {
             input_failures: Family::default(),
             events_produced: Family::default(),
             events_refused: Family::default(),
+            events_ended: Family::default(),
             policy_reloads: Family::default(),
             info: Family::default(),
         };
@@ -87,6 +101,11 @@ impl AgentMetrics {
             "leasehold_events_refused",
             "Events refused because the input's term had ended",
             m.events_refused.clone(),
+        );
+        registry.register(
+            "leasehold_events_ended",
+            "How queued events ended: delivered, dropped for good, or discarded unsent (term ended, shutdown)",
+            m.events_ended.clone(),
         );
         registry.register(
             "leasehold_policy_reloads",
@@ -143,14 +162,55 @@ impl AgentMetrics {
             .inc_by(n);
     }
 
-    /// The produced and refused counters of `input`, for an input to keep
-    /// instead of looking them up at every event.
-    pub fn input_event_counters(&self, input: &str) -> (Counter, Counter) {
+    /// The refused counter of `input`, for an input to keep instead of
+    /// looking it up at every event.
+    pub fn input_refused_counter(&self, input: &str) -> Counter {
+        self.events_refused
+            .get_or_create(&InputLabels::new(input))
+            .clone()
+    }
+
+    /// The counters of how `input`'s events end, for its events'
+    /// acknowledgements.
+    pub fn input_tally(&self, input: &str) -> Tally {
+        let get = |outcome| {
+            self.events_ended
+                .get_or_create(&OutcomeLabels {
+                    input: input.into(),
+                    outcome,
+                })
+                .clone()
+        };
+        Tally {
+            queued: self
+                .events_produced
+                .get_or_create(&InputLabels::new(input))
+                .clone(),
+            delivered: get("delivered"),
+            dropped: get("dropped"),
+            discarded: get("discarded"),
+        }
+    }
+
+    /// Drops every series of `input`: it is gone for good (a dynamic
+    /// input whose pod went), and a series per input id ever seen would
+    /// grow without bound.
+    pub fn forget_input(&self, input: &str) {
         let l = InputLabels::new(input);
-        (
-            self.events_produced.get_or_create(&l).clone(),
-            self.events_refused.get_or_create(&l).clone(),
-        )
+        for f in [
+            &self.input_restarts,
+            &self.input_failures,
+            &self.events_produced,
+            &self.events_refused,
+        ] {
+            f.remove(&l);
+        }
+        for outcome in ["delivered", "dropped", "discarded"] {
+            self.events_ended.remove(&OutcomeLabels {
+                input: input.into(),
+                outcome,
+            });
+        }
     }
 
     /// `n` events of input `input` were refused because its term had ended.

@@ -1435,7 +1435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let acks = Arc::new(Recorder::default());
         let carrying = |seq: u64| Carried {
-            ack: Some(Ack::new(acks.clone(), seq)),
+            ack: Ack::new(acks.clone(), seq),
             fence: None,
             meta: None,
         };
@@ -1458,7 +1458,7 @@ mod tests {
         );
         // Settling what came back reaches the producer.
         let [_, one, _] = <[Stored; 3]>::try_from(got).unwrap();
-        one.carried.unwrap().ack.unwrap().settle();
+        one.carried.unwrap().ack.settle();
         assert_eq!(*acks.0.lock().unwrap(), [1]);
         // Line 3 is stored with an acknowledgement, then the agent stops
         // before it is read: a restart finds it, carrying nothing (the
@@ -1503,7 +1503,7 @@ mod tests {
             let mut rec = big.clone();
             rec.extend_from_slice(format!("{seq}\n").as_bytes());
             let carried = Carried {
-                ack: Some(Ack::new(acks.clone(), seq)),
+                ack: Ack::new(acks.clone(), seq),
                 fence: None,
                 meta: None,
             };
@@ -1518,7 +1518,7 @@ mod tests {
         let seqs: Vec<u64> = got
             .into_iter()
             .map(|r| {
-                let a = r.carried.expect("carried").ack.expect("ack");
+                let a = r.carried.expect("carried").ack;
                 let n = String::from_utf8_lossy(&r.line[big.len()..])
                     .trim()
                     .parse()

@@ -269,6 +269,14 @@ impl OutputHandles {
         self.received.get_or_create(&key).clone()
     }
 
+    /// Drops the `received` series of `input` (an input gone for good).
+    pub(super) fn forget_input(&self, input: &str) {
+        self.received.remove(&InputLabels {
+            output: self.output.clone(),
+            input: input.to_string(),
+        });
+    }
+
     pub(super) fn received(&self, input: &str) {
         let key = InputLabels {
             output: self.output.clone(),

@@ -43,8 +43,9 @@ pub(super) struct Batch {
     /// How long the server asked to wait before the next attempt
     /// (`Retry-After`); the writer waits at least its own backoff.
     pub(super) retry_after: Option<Duration>,
-    /// The lines' acknowledgements, in the lines' order (empty when no
-    /// line carries one); sinks never touch them.
+    /// The lines' acknowledgements, in the lines' order, each `None` once
+    /// settled; sinks only mark those they refuse for good
+    /// ([`Batch::drop_pending`]).
     pub(super) acks: Vec<Option<Ack>>,
     /// The lines' leadership terms, in the lines' order (empty when no
     /// line has one); sinks never touch them.
@@ -85,7 +86,7 @@ impl Batch {
     /// Adds an event's line (with its acknowledgement and term, if any).
     pub(super) fn push(&mut self, event: Event) {
         let (line, carried) = event.into_parts();
-        push_sparse(&mut self.acks, self.lines.len(), carried.ack);
+        self.acks.push(Some(carried.ack));
         push_sparse(&mut self.fences, self.lines.len(), carried.fence);
         push_sparse(&mut self.metas, self.lines.len(), carried.meta);
         self.lines.push(line);
@@ -124,6 +125,15 @@ impl Batch {
             }
         }
         seen.into_iter().map(|f| f.hold()).collect()
+    }
+
+    /// Counts pending line `k` (counted from the first pending) as
+    /// refused for good: once settled it is acknowledged as dropped.
+    pub(super) fn drop_pending(&mut self, k: usize) {
+        self.dropped += 1;
+        if let Some(Some(a)) = self.acks.get_mut(self.done + k) {
+            a.mark_dropped();
+        }
     }
 
     /// Acknowledges the lines settled from index `from` up to `done`.
@@ -518,10 +528,11 @@ pub(super) async fn feed_from_disk(
             let Some(permit) = permit else { return };
             let gated_of_earlier_run =
                 record.carried.is_none() && record.earlier_run && is_gated(&record.line);
-            let mut event = Event::from_line(Arc::clone(&input), record.line);
-            if let Some(carried) = record.carried {
-                event = event.with_carried(carried);
-            } else if gated_of_earlier_run {
+            let mut event = match record.carried {
+                Some(carried) => Event::from_carried(Arc::clone(&input), record.line, carried),
+                None => Event::from_line(Arc::clone(&input), record.line, Ack::untracked()),
+            };
+            if gated_of_earlier_run {
                 // Its term ended with the run that stored it, and its
                 // checkpoint never moved past it: the writer discards it.
                 event = event.with_fence(Arc::clone(&earlier_term));
@@ -562,7 +573,7 @@ mod tests {
     fn ev(n: usize) -> Event {
         let text = String::from_utf8(line(n)).unwrap();
         let doc: Map<String, Value> = serde_json::from_str(text.trim_end()).unwrap();
-        let e = Event::new(Arc::from(format!("input-{}", n % 2)), doc);
+        let e = Event::new(Arc::from(format!("input-{}", n % 2)), doc, Ack::untracked());
         assert_eq!(e.to_ndjson(), line(n));
         e
     }
@@ -1009,14 +1020,14 @@ mod tests {
         over.cancel();
         let ended = TermFence::new(over, TaskTracker::new());
         tx.send(
-            Event::from_line("gated".into(), gated_line(3))
+            Event::from_line("gated".into(), gated_line(3), Ack::untracked())
                 .with_ack(Ack::new(r.clone(), 3))
                 .with_fence(running),
         )
         .await
         .unwrap();
         tx.send(
-            Event::from_line("gated".into(), gated_line(4))
+            Event::from_line("gated".into(), gated_line(4), Ack::untracked())
                 .with_ack(Ack::new(r.clone(), 4))
                 .with_fence(ended),
         )
@@ -1064,6 +1075,7 @@ mod tests {
             Event::from_line(
                 "gated".into(),
                 b"{\"n\":1,\"leader\":{\"lease\":\"l\",\"term\":1}}\n".to_vec(),
+                Ack::untracked(),
             )
             .with_ack(Ack::new(r.clone(), 1))
             .with_fence(ended),

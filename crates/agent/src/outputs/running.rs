@@ -71,9 +71,8 @@ impl EventSender {
                 )),
             );
             tracing::warn!(output = %self.name, input = %ev.input_id, bytes = ev.ndjson().len(), max_event_bytes = self.max_event_bytes, "an event larger than max_event_bytes was dropped (counted in leasehold_output_events_dropped_total)");
-            if let Some(a) = ev.take_ack() {
-                a.settle();
-            }
+            ev.arm();
+            ev.refuse();
             return Ok(());
         }
         let input = self.received.is_none().then(|| Arc::clone(&ev.input_id));
@@ -147,7 +146,7 @@ impl Queue {
         }
     }
 
-    async fn push(&self, output: &str, ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
+    async fn push(&self, output: &str, mut ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
         match self {
             Queue::Memory(tx) => {
                 // Taken until the writer is done with the event's batch;
@@ -156,12 +155,16 @@ impl Queue {
                     .reserve(budget.cost(ev.ndjson().len()))
                     .await
                     .ok_or(Closed)?;
-                tx.send(ev).await.map_err(|_| Closed)?;
+                let slot = tx.reserve().await.map_err(|_| Closed)?;
+                ev.arm();
+                slot.send(ev);
                 permit.forget();
                 Ok(())
             }
             Queue::Disk(d) => {
                 let mut warned = false;
+                // Taken: a cancelled append discards it (counted).
+                ev.arm();
                 let (line, Carried { ack, fence, meta }) = ev.into_parts();
                 // A node-local event stored in the disk queue is delivered
                 // for its producer: queue and checkpoint (the filestream
@@ -181,7 +184,7 @@ impl Queue {
                         }),
                         None,
                     ),
-                    None => (None, ack),
+                    None => (None, Some(ack)),
                 };
                 loop {
                     match d.append_carrying(&line, carried.take()).await {
@@ -399,6 +402,14 @@ impl Outputs {
     /// A sender to the output called `name`.
     pub fn sender(&self, name: &str) -> Option<EventSender> {
         self.find(name).map(|r| r.sender.clone())
+    }
+
+    /// Drops the per-input series of `input` from every output's metrics:
+    /// the input is gone for good (its pod went).
+    pub fn forget_input(&self, input: &str) {
+        for r in &self.running {
+            r.sender.handles.forget_input(input);
+        }
     }
 
     /// The names of the outputs, in the order they were configured.

@@ -3,45 +3,170 @@
 //! recorded offset) learns which of its events are safe, so it records
 //! progress only for those.
 //!
-//! An event may carry one [`Ack`]. Its output settles it once the event
+//! Every event carries one [`Ack`]. Its output settles it once the event
 //! is delivered for good: written by the sink (or refused for good by the
 //! server, which no replay would change), or, for a node-local input,
 //! stored in the output's disk queue (a gated input's checkpoint is the
-//! cluster's, so its events count only once the sink has them). An event lost before that (the process dies, a shutdown gives
-//! up on a queue) is never acknowledged, so its input replays it after the
-//! next start: delivery is at least once.
+//! cluster's, so its events count only once the sink has them). An event
+//! lost before that (its term ended, a shutdown gives up on a queue, the
+//! process dies) is never acknowledged, so its input replays it after the
+//! next start: delivery is at least once. Each ending is also counted per
+//! input ([`Tally`]), so produced = delivered + dropped + discarded +
+//! in flight can be checked from `/metrics`.
 
 use std::fmt;
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
+
 /// Receives the acknowledgements of one producer's events.
 pub trait AckTarget: Send + Sync + 'static {
-    /// Event `seq` (a number the producer gave it) was delivered.
+    /// Event `seq` (a number the producer gave it) was delivered, or
+    /// refused for good: either way its producer may move past it.
     fn acknowledged(&self, seq: u64);
 }
 
-/// The acknowledgement an event carries to its producer.
-#[derive(Clone)]
+/// How an event's trip ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The sink has it (or already had it: same id).
+    Delivered,
+    /// The sink refused it for good (a mapping error, an event over the
+    /// size limit): counted, never retried.
+    Dropped,
+    /// It never reached the sink and is not settled: its leadership term
+    /// ended, or a shutdown gave up on it. A producer that replays reads
+    /// it again from its last acknowledged checkpoint.
+    Discarded,
+}
+
+/// Per-input counts of events queued and of how they ended. An event is
+/// counted queued when its output takes it ([`Ack::arm`]) and then ended
+/// exactly once, when its [`Ack`] is settled or dropped: queued =
+/// delivered + dropped + discarded + in flight.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// Events an output took.
+    pub queued: Counter,
+    /// Events the sink has (for a node-local input with a disk queue:
+    /// stored there, which survives a restart like its checkpoint).
+    pub delivered: Counter,
+    /// Events refused for good.
+    pub dropped: Counter,
+    /// Events given up before the sink had them.
+    pub discarded: Counter,
+}
+
+impl Tally {
+    fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Delivered => self.delivered.inc(),
+            Outcome::Dropped => self.dropped.inc(),
+            Outcome::Discarded => self.discarded.inc(),
+        };
+    }
+}
+
+/// The acknowledgement every event carries to its producer. It ends
+/// exactly once: settled by the output (delivered, or dropped for good),
+/// or dropped unsettled (discarded: the producer is not told, so it
+/// replays). Not `Clone`: one event, one ending.
 pub struct Ack {
-    target: Arc<dyn AckTarget>,
+    /// `None` for a producer that keeps no checkpoint.
+    target: Option<Arc<dyn AckTarget>>,
     seq: u64,
+    tally: Option<Arc<Tally>>,
+    /// Set once an output took the event: only then is its ending counted.
+    armed: bool,
+    /// Set by the output that refused the event for good.
+    dropped: bool,
+    /// Cleared once the ending is reported.
+    open: bool,
 }
 
 impl Ack {
     /// An acknowledgement of event `seq` for `target`.
     pub fn new(target: Arc<dyn AckTarget>, seq: u64) -> Self {
-        Ack { target, seq }
+        Ack {
+            target: Some(target),
+            seq,
+            tally: None,
+            armed: false,
+            dropped: false,
+            open: true,
+        }
     }
 
-    /// Tells the producer the event was delivered.
-    pub fn settle(self) {
-        self.target.acknowledged(self.seq);
+    /// The acknowledgement of an event whose producer keeps no
+    /// checkpoint: its ending is only counted (see [`Ack::counted`]).
+    pub fn untracked() -> Self {
+        Ack {
+            target: None,
+            seq: 0,
+            tally: None,
+            armed: false,
+            dropped: false,
+            open: true,
+        }
+    }
+
+    /// The same acknowledgement, counted in `tally` once armed.
+    pub fn counted(mut self, tally: &Arc<Tally>) -> Self {
+        self.tally = Some(Arc::clone(tally));
+        self
+    }
+
+    /// Counts the event queued: its output took it, and from now on its
+    /// ending is counted too. Called once the output can no longer give
+    /// the event back (an event refused before that was never queued).
+    pub fn arm(&mut self) {
+        if let (Some(t), false) = (&self.tally, self.armed) {
+            t.queued.inc();
+            self.armed = true;
+        }
+    }
+
+    /// Marks the event refused for good: [`Ack::settle`] then counts it
+    /// dropped (its producer still moves past it: no replay would pass).
+    pub fn mark_dropped(&mut self) {
+        self.dropped = true;
+    }
+
+    /// Whether the event was marked refused for good.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped
+    }
+
+    /// Tells the producer the event was delivered (or refused for good).
+    pub fn settle(mut self) {
+        self.open = false;
+        if let Some(t) = &self.target {
+            t.acknowledged(self.seq);
+        }
+        if let (Some(t), true) = (&self.tally, self.armed) {
+            t.count(if self.dropped {
+                Outcome::Dropped
+            } else {
+                Outcome::Delivered
+            });
+        }
+    }
+}
+
+impl Drop for Ack {
+    fn drop(&mut self) {
+        if let (Some(t), true) = (&self.tally, self.open && self.armed) {
+            t.count(Outcome::Discarded);
+        }
     }
 }
 
 impl fmt::Debug for Ack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ack").field("seq", &self.seq).finish()
+        f.debug_struct("Ack")
+            .field("seq", &self.seq)
+            .field("dropped", &self.dropped)
+            .finish()
     }
 }
 
@@ -150,5 +275,32 @@ pub(crate) mod tests {
         b.settle();
         drop(a); // dropped unsettled: never acknowledged
         assert_eq!(*r.0.lock().unwrap(), [8]);
+    }
+
+    #[test]
+    fn every_ending_is_counted_once() {
+        let r = Arc::new(Recorder::default());
+        let tally = Arc::new(Tally::default());
+        let armed = |a: Ack| {
+            let mut a = a.counted(&tally);
+            a.arm();
+            a.arm();
+            a
+        };
+        armed(Ack::new(r.clone(), 1)).settle();
+        let mut refused = armed(Ack::new(r.clone(), 2));
+        refused.mark_dropped();
+        refused.settle();
+        drop(armed(Ack::new(r.clone(), 3)));
+        armed(Ack::untracked()).settle();
+        drop(Ack::untracked());
+        // Never taken by an output: neither queued nor ended.
+        drop(Ack::new(r.clone(), 4).counted(&tally));
+        // Refused for good still lets the producer move past it.
+        assert_eq!(*r.0.lock().unwrap(), [1, 2]);
+        assert_eq!(tally.queued.get(), 4);
+        assert_eq!(tally.delivered.get(), 2);
+        assert_eq!(tally.dropped.get(), 1);
+        assert_eq!(tally.discarded.get(), 1);
     }
 }

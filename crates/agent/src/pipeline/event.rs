@@ -101,10 +101,10 @@ pub fn data_stream_index(
 /// memory next to the stored record, so a gated event read back from disk
 /// is still acknowledged only when delivered and still discarded when its
 /// term ends.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Carried {
     /// Settled once the event is delivered.
-    pub ack: Option<Ack>,
+    pub ack: Ack,
     /// The leadership term of a gated event.
     pub fence: Option<Arc<TermFence>>,
     /// Where it goes, as known when it was produced.
@@ -112,15 +112,15 @@ pub struct Carried {
 }
 
 /// One event: its NDJSON line (newline included), the id of the input
-/// that produced it (kept beside the document for per-input metrics), for
-/// inputs that replay what is not delivered its acknowledgement, and for
-/// leader-gated inputs the term it belongs to.
-#[derive(Debug, Clone)]
+/// that produced it (kept beside the document for per-input metrics), its
+/// acknowledgement (every event ends once: delivered, dropped or
+/// discarded), and for leader-gated inputs the term it belongs to.
+#[derive(Debug)]
 pub struct Event {
     /// The producing input's id.
     pub input_id: Arc<str>,
     line: Vec<u8>,
-    ack: Option<Ack>,
+    ack: Ack,
     fence: Option<Arc<TermFence>>,
     meta: Option<Box<Meta>>,
 }
@@ -136,34 +136,31 @@ impl PartialEq for Event {
 impl Eq for Event {}
 
 impl Event {
-    /// An event of `input_id` with `doc` as its document.
-    pub fn new(input_id: Arc<str>, doc: Map<String, Value>) -> Self {
+    /// An event of `input_id` with `doc` as its document, acknowledged
+    /// through `ack`.
+    pub fn new(input_id: Arc<str>, doc: Map<String, Value>, ack: Ack) -> Self {
         let mut line = serde_json::to_vec(&doc).unwrap_or_else(|_| b"{}".to_vec());
         line.push(b'\n');
-        Event {
-            input_id,
-            line,
-            ack: None,
-            fence: None,
-            meta: None,
-        }
+        Event::from_line(input_id, line, ack)
     }
 
     /// An event whose document is already serialized: `line` must be one
     /// JSON object followed by a newline.
-    pub fn from_line(input_id: Arc<str>, line: Vec<u8>) -> Self {
+    pub fn from_line(input_id: Arc<str>, line: Vec<u8>, ack: Ack) -> Self {
         Event {
             input_id,
             line,
-            ack: None,
+            ack,
             fence: None,
             meta: None,
         }
     }
 
-    /// The same event, acknowledged to its producer once delivered.
+    /// The same event with another acknowledgement (tests build events
+    /// first and pick their acknowledgement after).
+    #[cfg(test)]
     pub fn with_ack(mut self, ack: Ack) -> Self {
-        self.ack = Some(ack);
+        self.ack = ack;
         self
     }
 
@@ -179,12 +176,16 @@ impl Event {
         self
     }
 
-    /// The same event, with what travelled beside its line.
-    pub fn with_carried(mut self, carried: Carried) -> Self {
-        self.ack = carried.ack;
-        self.fence = carried.fence;
-        self.meta = carried.meta;
-        self
+    /// An event put back together from its line and what travelled
+    /// beside it (see [`Event::into_parts`]).
+    pub fn from_carried(input_id: Arc<str>, line: Vec<u8>, carried: Carried) -> Self {
+        Event {
+            input_id,
+            line,
+            ack: carried.ack,
+            fence: carried.fence,
+            meta: carried.meta,
+        }
     }
 
     /// Where the event goes, when known without parsing it.
@@ -197,9 +198,17 @@ impl Event {
         self.fence.as_ref()
     }
 
-    /// Takes the acknowledgement out, for the output that settles it.
-    pub fn take_ack(&mut self) -> Option<Ack> {
-        self.ack.take()
+    /// Counts the event queued (see [`Ack::arm`]).
+    pub fn arm(&mut self) {
+        self.ack.arm();
+    }
+
+    /// Settles the acknowledgement: the event was refused for good
+    /// before it was queued (counted dropped; its producer moves past it).
+    pub fn refuse(self) {
+        let mut ack = self.ack;
+        ack.mark_dropped();
+        ack.settle();
     }
 
     /// The document as one line of NDJSON, newline included.
@@ -300,7 +309,7 @@ mod tests {
     fn ndjson_is_one_line() {
         let mut doc = Map::new();
         doc.insert("message".into(), Value::String("a\nb".into()));
-        let line = Event::new("x".into(), doc).into_ndjson();
+        let line = Event::new("x".into(), doc, Ack::untracked()).into_ndjson();
         assert_eq!(line, b"{\"message\":\"a\\nb\"}\n");
     }
 }

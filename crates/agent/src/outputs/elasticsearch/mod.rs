@@ -176,7 +176,7 @@ impl ElasticsearchSink {
         let mut settled = Vec::with_capacity(outcomes.len());
         let mut dropped: Vec<(u16, String)> = Vec::new();
         let mut item_retry: Option<(u16, String)> = None;
-        for outcome in outcomes {
+        for (k, outcome) in outcomes.into_iter().enumerate() {
             settled.push(match outcome {
                 Some(Outcome::Written) => true,
                 Some(Outcome::Duplicate) => {
@@ -184,7 +184,7 @@ impl ElasticsearchSink {
                     true
                 }
                 Some(Outcome::Dropped { status, reason }) => {
-                    batch.dropped += 1;
+                    batch.drop_pending(k);
                     dropped.push((status, reason));
                     true
                 }

@@ -131,7 +131,10 @@ impl OtlpSink {
                             .saturating_mul(indexes.len())
                             .div_ceil(units.max(1))
                             .min(indexes.len());
-                        batch.dropped += docs;
+                        // Which ones is not said either: the last ones.
+                        for &i in &indexes[indexes.len() - docs..] {
+                            batch.drop_pending(i);
+                        }
                         batch.drop_reason = Some(format!(
                             "the receiver rejected {rejected} of {units} {what} (partial success)"
                         ));
@@ -142,7 +145,9 @@ impl OtlpSink {
                     for &i in indexes {
                         settled[i] = true;
                     }
-                    batch.dropped += indexes.len();
+                    for &i in indexes {
+                        batch.drop_pending(i);
+                    }
                     batch.drop_reason = Some(self.redactor.redact(&e.message));
                     tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }

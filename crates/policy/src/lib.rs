@@ -7,6 +7,7 @@
 //! file, line and column.
 
 pub mod cond;
+pub mod dynamic;
 pub mod elections;
 pub mod error;
 pub mod lint;
@@ -22,6 +23,6 @@ pub use cond::{CondError, Condition, EvalOptions};
 pub use error::{PolicyError, Pos};
 pub use lint::{Diagnostic, Severity, check};
 pub use model::{Node, NodeKind, Policy};
-pub use render::{Dropped, Rendered, RenderedInput, render};
+pub use render::{Dropped, Rendered, RenderedInput, render, render_with};
 pub use value::{Map, Value};
 pub use vars::Vars;

@@ -7,6 +7,80 @@ use crate::value::Value;
 // The tree and the loader live in `yaml`; these paths are kept for callers.
 pub use crate::yaml::{Key, Node, NodeKind, parse_tree};
 
+/// Sections whose settings Elastic's policies often write as dotted
+/// top-level keys (`providers.kubernetes:`, `agent.monitoring:`).
+const FOLDED_SECTIONS: [&str; 3] = ["agent", "providers", "outputs"];
+
+/// Moves top-level keys such as `providers.kubernetes` under their section
+/// (`providers: {kubernetes: …}`), creating it when absent, as Elastic
+/// Agent's configuration reads dotted keys. A key given both ways is an
+/// error naming both places.
+fn fold_dotted_sections(root: Node, file: &str) -> Result<Node, PolicyError> {
+    let pos = root.pos;
+    let NodeKind::Map(entries) = root.kind else {
+        return Ok(root);
+    };
+    let mut out: Vec<(Key, Node)> = Vec::with_capacity(entries.len());
+    let mut moved: Vec<(String, Key, Node)> = Vec::new();
+    for (k, v) in entries {
+        match k.name.split_once('.') {
+            Some((section, rest)) if FOLDED_SECTIONS.contains(&section) && !rest.is_empty() => {
+                moved.push((
+                    section.to_string(),
+                    Key {
+                        name: rest.to_string(),
+                        pos: k.pos,
+                    },
+                    v,
+                ));
+            }
+            _ => out.push((k, v)),
+        }
+    }
+    for (section, key, value) in moved {
+        let at = match out.iter().position(|(k, _)| k.name == section) {
+            Some(i) => i,
+            None => {
+                out.push((
+                    Key {
+                        name: section.clone(),
+                        pos: key.pos,
+                    },
+                    Node {
+                        kind: NodeKind::Map(Vec::new()),
+                        pos: value.pos,
+                    },
+                ));
+                out.len() - 1
+            }
+        };
+        let node = &mut out[at].1;
+        if matches!(node.kind, NodeKind::Null) {
+            node.kind = NodeKind::Map(Vec::new());
+        }
+        let NodeKind::Map(inner) = &mut node.kind else {
+            // Reported by the shape check of the section.
+            continue;
+        };
+        if let Some((first, _)) = inner.iter().find(|(k, _)| k.name == key.name) {
+            return Err(PolicyError::new(
+                file,
+                key.pos,
+                format!(
+                    "`{section}.{}` is given twice: here and at line {}",
+                    key.name, first.pos.line
+                ),
+            )
+            .with_hint("keep one of them"));
+        }
+        inner.push((key, value));
+    }
+    Ok(Node {
+        kind: NodeKind::Map(out),
+        pos,
+    })
+}
+
 /// A loaded policy: `agent`, `providers`, `inputs`, `outputs` and any other
 /// top-level keys, kept with their positions.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +95,7 @@ impl Policy {
     /// Parses and checks the shape of a policy. Both YAML and JSON are
     /// accepted (JSON is read as YAML).
     pub fn parse(text: &str, file: &str) -> Result<Policy, PolicyError> {
-        let root = parse_tree(text, file)?;
+        let root = fold_dotted_sections(parse_tree(text, file)?, file)?;
         let e = |pos, msg: String| PolicyError::new(file, pos, msg);
         match &root.kind {
             NodeKind::Map(_) | NodeKind::Null => {}
@@ -75,7 +149,8 @@ impl Policy {
         })
     }
 
-    /// A top-level section.
+    /// A top-level section (`providers.kubernetes:` written at the top
+    /// level is found under `providers`, as Elastic Agent reads it).
     pub fn section(&self, name: &str) -> Option<&Node> {
         self.root.get(name)
     }
@@ -116,6 +191,33 @@ impl Policy {
             .and_then(|p| p.get("local"))
             .and_then(|l| l.get("vars"))
             .map(Node::to_value)
+    }
+}
+
+#[cfg(test)]
+mod folded_tests {
+    use super::*;
+
+    #[test]
+    fn dotted_top_level_keys_are_read_under_their_section() {
+        let p = Policy::parse(
+            "providers.kubernetes:\n  node: n1\nagent.monitoring:\n  enabled: true\nproviders:\n  kubernetes_leaderelection: {leader_lease: l}\n",
+            "p.yml",
+        )
+        .unwrap();
+        let providers = p.section("providers").unwrap().to_value();
+        assert_eq!(
+            providers.lookup_path("kubernetes.node"),
+            Some(&Value::Str("n1".into()))
+        );
+        assert!(providers.lookup_path("kubernetes_leaderelection").is_some());
+        assert!(p.section("agent").unwrap().get("monitoring").is_some());
+        let e = Policy::parse(
+            "providers:\n  kubernetes: {}\nproviders.kubernetes: {node: x}\n",
+            "p.yml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("given twice"), "{e}");
     }
 }
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::cond::{CondError, Condition, EvalOptions};
+use crate::dynamic::{self, Dynamic};
 use crate::error::{PolicyError, Pos};
 use crate::model::{Node, NodeKind, Policy};
 use crate::subst::{self, Resolved};
@@ -39,6 +40,11 @@ pub struct RenderedInput {
     /// leader-gated: the runtime ties it to that election's term.
     #[serde(skip)]
     pub condition_vars: Vec<String>,
+    /// For an input rendered from a dynamic provider's mapping, the fields
+    /// that mapping adds to every event (e.g. `kubernetes.pod.name`,
+    /// `container.id`): top-level keys to their values.
+    #[serde(skip)]
+    pub fields: Option<Value>,
 }
 
 /// An input that was not rendered, and why.
@@ -87,6 +93,10 @@ struct Ctx<'a> {
     conditions: HashMap<String, Result<Condition, CondError>>,
     /// Variables of the true conditions met in the current input.
     condition_vars: Vec<String>,
+    /// The dynamic provider being rendered, if any.
+    provider: Option<String>,
+    /// A string of the current input read that provider's variables.
+    used_provider: bool,
 }
 
 /// Where a column inside a one-line scalar lands in the file.
@@ -163,7 +173,16 @@ impl Ctx<'_> {
                         )
                     })?;
                     match t.apply(self.vars) {
-                        Resolved::Value(v) => v,
+                        Resolved::Value(v) => {
+                            if let Some(p) = &self.provider
+                                && t.refs().flat_map(|r| r.alts.iter()).any(|a| {
+                                    matches!(a, subst::Alt::Var(n) if n.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('.')))
+                                })
+                            {
+                                self.used_provider = true;
+                            }
+                            v
+                        }
                         Resolved::NoMatch(r) => return Err(Fail::NoMatch(r, node.pos)),
                         Resolved::Optional(r) => return Ok(Out::Remove(Some(r))),
                     }
@@ -212,13 +231,35 @@ fn non_empty_list(v: Option<&Value>) -> bool {
 
 /// Renders the inputs of `policy` with `vars`.
 pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
+    render_with(policy, vars, None)
+}
+
+/// What one input renders to against one set of variables.
+enum One {
+    Input(Map, Vec<String>),
+    Dropped(String),
+}
+
+/// Renders the inputs of `policy` with `vars` and, when given, the
+/// mappings of a dynamic provider: an input that reads that provider's
+/// variables (anywhere: strings, conditions) renders once per mapping (see
+/// [`crate::dynamic`]); the others render once.
+pub fn render_with(
+    policy: &Policy,
+    vars: &Vars,
+    dynamic: Option<&Dynamic<'_>>,
+) -> Result<Rendered, PolicyError> {
     let mut ctx = Ctx {
         file: &policy.file,
         vars,
         default_provider: policy.default_provider(),
         conditions: HashMap::new(),
         condition_vars: Vec::new(),
+        provider: None,
+        used_provider: false,
     };
+    // One variable store per mapping, built the first time an input needs it.
+    let mut per_mapping: Option<Vec<Vars>> = None;
     let mut out = Rendered::default();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (index, input) in policy.inputs().iter().enumerate() {
@@ -227,99 +268,192 @@ pub fn render(policy: &Policy, vars: &Vars) -> Result<Rendered, PolicyError> {
             Some(NodeKind::Int(i)) => i.to_string(),
             _ => format!("inputs.{index}"),
         };
-        ctx.condition_vars.clear();
-        let had_streams = matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
-        let rendered = match ctx.node(input) {
-            Ok(Out::Keep(v)) => v,
-            Ok(Out::Remove(reason)) => {
-                out.dropped.push(Dropped {
-                    id: raw_id,
-                    reason: reason.unwrap_or_else(|| "removed".into()),
-                });
-                continue;
+        let dynamic =
+            dynamic.filter(|d| dynamic::reads_provider(input, d.provider, &ctx.default_provider));
+        let Some(d) = dynamic else {
+            match render_one(&mut ctx, policy, input)? {
+                One::Input(config, condition_vars) => {
+                    push_input(&mut out, &mut seen, index, config, condition_vars, None);
+                }
+                One::Dropped(reason) => out.dropped.push(Dropped { id: raw_id, reason }),
             }
-            Err(Fail::NoMatch(var, pos)) => {
-                out.dropped.push(Dropped {
-                    id: raw_id,
-                    reason: format!(
-                        "variable {var} could not be resolved (line {} column {})",
-                        pos.line, pos.column
-                    ),
-                });
-                continue;
-            }
-            Err(Fail::Error(e)) => return Err(e),
-        };
-        let Value::Map(mut config) = rendered else {
             continue;
         };
-        // `enabled: false` turns an input or a stream off, as in Elastic Agent.
-        if matches!(config.get("enabled"), Some(Value::Bool(false))) {
-            out.dropped.push(Dropped {
-                id: raw_id,
-                reason: "disabled (`enabled: false`)".into(),
-            });
-            continue;
-        }
-        if let Some(Value::List(streams)) = config.get("streams") {
-            let kept: Vec<Value> = streams
+        let stores = per_mapping.get_or_insert_with(|| {
+            d.mappings
                 .iter()
-                .filter(|s| !matches!(s, Value::Map(m) if matches!(m.get("enabled"), Some(Value::Bool(false)))))
-                .cloned()
-                .collect();
-            if kept.len() != streams.len() {
-                config.insert("streams", Value::List(kept));
-            }
-        }
-        if had_streams && !non_empty_list(config.get("streams")) {
-            out.dropped.push(Dropped {
-                id: raw_id,
-                reason: "all of its streams were removed by their conditions or `enabled: false`"
-                    .into(),
-            });
-            continue;
-        }
-        let id = match config.get("id") {
-            Some(Value::Str(s)) => s.clone(),
-            Some(Value::Int(i)) => i.to_string(),
-            Some(Value::Float(f)) => f.to_string(),
-            None | Some(Value::Null) => {
-                let kind = match config.get("type") {
-                    Some(Value::Str(t)) => t.clone(),
-                    _ => "input".to_string(),
-                };
-                format!("{kind}-{:016x}", stable_hash(&Value::Map(config.clone())))
-            }
-            Some(other) => {
-                let pos = input.get("id").map_or(input.pos, |n| n.pos);
-                return Err(PolicyError::new(
-                    &policy.file,
-                    pos,
-                    format!(
-                        "`id` must be a string or a number, found {}",
-                        other.type_name()
-                    ),
-                )
-                .with_hint("quote the id, or remove it to get a generated one"));
-            }
-        };
-        if let Some(first) = seen.get(&id) {
-            out.dropped.push(Dropped {
-                id: id.clone(),
-                reason: format!("duplicate id: inputs.{first} renders with the same id"),
-            });
-            continue;
-        }
-        seen.insert(id.clone(), index);
-        config.insert_first("id", Value::Str(id.clone()));
-        out.inputs.push(RenderedInput {
-            id,
-            config: Value::Map(config),
-            index,
-            condition_vars: std::mem::take(&mut ctx.condition_vars),
+                .map(|m| {
+                    let mut v = vars.clone();
+                    v.set_provider(d.provider, m.vars.clone());
+                    v
+                })
+                .collect()
         });
+        let mut contents: Vec<u64> = Vec::new();
+        let mut last_reason = None;
+        for (m, store) in d.mappings.iter().zip(stores.iter()) {
+            let mut mctx = Ctx {
+                file: ctx.file,
+                vars: store,
+                default_provider: ctx.default_provider.clone(),
+                conditions: std::mem::take(&mut ctx.conditions),
+                condition_vars: Vec::new(),
+                provider: Some(d.provider.to_string()),
+                used_provider: false,
+            };
+            let one = render_one(&mut mctx, policy, input);
+            let used_provider = mctx.used_provider;
+            ctx.conditions = mctx.conditions;
+            match one? {
+                One::Input(config, condition_vars) => {
+                    // A pod's mapping and its containers' may render the
+                    // same input: the first (the pod's) runs.
+                    let hash = stable_hash(&Value::Map(config.clone()));
+                    if contents.contains(&hash) {
+                        continue;
+                    }
+                    contents.push(hash);
+                    let id = format!("{}-{}-{}", config_id(&config), d.provider, m.id);
+                    let mut config = config;
+                    config.insert("id", Value::Str(id));
+                    push_input(
+                        &mut out,
+                        &mut seen,
+                        index,
+                        config,
+                        condition_vars,
+                        // Only an input whose settings took the mapping's
+                        // values describes its pod or container (as in
+                        // Elastic Agent: conditions alone add nothing).
+                        used_provider.then(|| m.fields.clone()),
+                    );
+                }
+                One::Dropped(reason) => last_reason = Some(reason),
+            }
+        }
+        if contents.is_empty() {
+            let reason = match last_reason {
+                None => format!(
+                    "it reads `{}` variables and that provider publishes nothing yet (no pod or container matches its settings)",
+                    d.provider
+                ),
+                Some(r) => format!(
+                    "it reads `{}` variables and none of the {} mappings renders it (last: {r})",
+                    d.provider,
+                    d.mappings.len()
+                ),
+            };
+            out.dropped.push(Dropped { id: raw_id, reason });
+        }
     }
     Ok(out)
+}
+
+/// The `id` a rendered config names, as text (empty when it has none).
+fn config_id(config: &Map) -> String {
+    match config.get("id") {
+        Some(Value::Str(s)) => s.clone(),
+        Some(Value::Int(i)) => i.to_string(),
+        Some(Value::Float(f)) => f.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Renders one input against `ctx`'s variables.
+fn render_one(ctx: &mut Ctx<'_>, policy: &Policy, input: &Node) -> Result<One, PolicyError> {
+    ctx.condition_vars.clear();
+    ctx.used_provider = false;
+    let had_streams =
+        matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
+    let rendered = match ctx.node(input) {
+        Ok(Out::Keep(v)) => v,
+        Ok(Out::Remove(reason)) => {
+            return Ok(One::Dropped(reason.unwrap_or_else(|| "removed".into())));
+        }
+        Err(Fail::NoMatch(var, pos)) => {
+            return Ok(One::Dropped(format!(
+                "variable {var} could not be resolved (line {} column {})",
+                pos.line, pos.column
+            )));
+        }
+        Err(Fail::Error(e)) => return Err(e),
+    };
+    let Value::Map(mut config) = rendered else {
+        return Ok(One::Dropped("not a mapping".into()));
+    };
+    // `enabled: false` turns an input or a stream off, as in Elastic Agent.
+    if matches!(config.get("enabled"), Some(Value::Bool(false))) {
+        return Ok(One::Dropped("disabled (`enabled: false`)".into()));
+    }
+    if let Some(Value::List(streams)) = config.get("streams") {
+        let kept: Vec<Value> = streams
+            .iter()
+            .filter(|s| !matches!(s, Value::Map(m) if matches!(m.get("enabled"), Some(Value::Bool(false)))))
+            .cloned()
+            .collect();
+        if kept.len() != streams.len() {
+            config.insert("streams", Value::List(kept));
+        }
+    }
+    if had_streams && !non_empty_list(config.get("streams")) {
+        return Ok(One::Dropped(
+            "all of its streams were removed by their conditions or `enabled: false`".into(),
+        ));
+    }
+    match config.get("id") {
+        None | Some(Value::Null | Value::Str(_) | Value::Int(_) | Value::Float(_)) => {}
+        Some(other) => {
+            let pos = input.get("id").map_or(input.pos, |n| n.pos);
+            return Err(PolicyError::new(
+                &policy.file,
+                pos,
+                format!(
+                    "`id` must be a string or a number, found {}",
+                    other.type_name()
+                ),
+            )
+            .with_hint("quote the id, or remove it to get a generated one"));
+        }
+    }
+    Ok(One::Input(config, std::mem::take(&mut ctx.condition_vars)))
+}
+
+/// Gives `config` its final id and adds it to `out`, unless an earlier
+/// input has that id.
+fn push_input(
+    out: &mut Rendered,
+    seen: &mut HashMap<String, usize>,
+    index: usize,
+    mut config: Map,
+    condition_vars: Vec<String>,
+    fields: Option<Value>,
+) {
+    let id = match config.get("id") {
+        Some(Value::Str(_) | Value::Int(_) | Value::Float(_)) => config_id(&config),
+        _ => {
+            let kind = match config.get("type") {
+                Some(Value::Str(t)) => t.clone(),
+                _ => "input".to_string(),
+            };
+            format!("{kind}-{:016x}", stable_hash(&Value::Map(config.clone())))
+        }
+    };
+    if let Some(first) = seen.get(&id) {
+        out.dropped.push(Dropped {
+            id: id.clone(),
+            reason: format!("duplicate id: inputs.{first} renders with the same id"),
+        });
+        return;
+    }
+    seen.insert(id.clone(), index);
+    config.insert_first("id", Value::Str(id.clone()));
+    out.inputs.push(RenderedInput {
+        id,
+        config: Value::Map(config),
+        index,
+        condition_vars,
+        fields,
+    });
 }
 
 /// A 64-bit FNV-1a hash of a value in a canonical form (map keys sorted,

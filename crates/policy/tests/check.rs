@@ -57,7 +57,7 @@ fn lint_table() {
         ("not ${env.FLAG}", Warning, "`not` is applied"),
         ("${HOSTNAME} == 'a'", Warning, "default provider"),
         (
-            "${kubernetes.pod.name} == 'a'",
+            "${docker.container.name} == 'a'",
             Warning,
             "neither supported nor configured",
         ),

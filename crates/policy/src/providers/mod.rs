@@ -22,8 +22,14 @@ use crate::vars::Vars;
 use crate::yaml::NodeKind;
 
 /// Providers leasehold implements.
-pub const SUPPORTED_PROVIDERS: [&str; 5] =
-    ["env", "host", "agent", "local", "kubernetes_leaderelection"];
+pub const SUPPORTED_PROVIDERS: [&str; 6] = [
+    "env",
+    "host",
+    "agent",
+    "local",
+    "kubernetes_leaderelection",
+    "kubernetes",
+];
 
 /// Checks the `providers` section: unknown providers, settings that are not
 /// mappings, and the settings of each supported provider.

@@ -1,0 +1,272 @@
+//! Dynamic providers: a provider that publishes many variable sets at once
+//! (Elastic Agent's `kubernetes` provider publishes one per pod and one per
+//! container), each a [`Mapping`]. An input that reads the provider's
+//! variables renders once per mapping, as in Elastic Agent:
+//!
+//! - mappings are tried in (priority, id) order; those whose variables do
+//!   not resolve in the input, or whose conditions are false, render
+//!   nothing;
+//! - a rendering identical to an earlier one of the same input is not
+//!   repeated (a pod's mapping and its containers' often agree);
+//! - each rendering gets the id `<rendered id>-<provider>-<mapping id>`
+//!   and carries the mapping's `fields`, which the runtime adds to every
+//!   event of that input;
+//! - an input no mapping renders is reported as dropped, with why.
+
+use crate::cond::Condition;
+use crate::model::{Node, NodeKind};
+use crate::subst::{self, Alt};
+use crate::value::Value;
+
+/// One variable set of a dynamic provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapping {
+    /// Unique among the provider's mappings (a pod's uid; `<uid>.<name>`
+    /// for a container): part of the ids of the inputs it renders.
+    pub id: String,
+    /// Lower first.
+    pub priority: u8,
+    /// What `${<provider>.…}` reads.
+    pub vars: Value,
+    /// Added to every event of an input rendered from this mapping: a map
+    /// of top-level keys (e.g. `kubernetes`, `container`).
+    pub fields: Value,
+}
+
+/// A dynamic provider's current mappings, sorted by [`sort`].
+#[derive(Debug, Clone, Copy)]
+pub struct Dynamic<'a> {
+    /// The provider's name, e.g. `kubernetes`.
+    pub provider: &'a str,
+    /// Its mappings, in rendering order.
+    pub mappings: &'a [Mapping],
+}
+
+/// Puts `mappings` in rendering order: priority, then id.
+pub fn sort(mappings: &mut [Mapping]) {
+    mappings.sort_by(|a, b| (a.priority, &a.id).cmp(&(b.priority, &b.id)));
+}
+
+/// Whether `input` reads a variable of `provider` anywhere: a `${…}` in a
+/// string (with `default_provider` applied to names without a dot) or a
+/// condition.
+pub fn reads_provider(input: &Node, provider: &str, default_provider: &str) -> bool {
+    let ours = |name: &str| {
+        name == provider
+            || name
+                .strip_prefix(provider)
+                .is_some_and(|rest| rest.starts_with('.'))
+    };
+    match &input.kind {
+        NodeKind::Str { value, .. } => {
+            subst::may_contain_vars(value)
+                && subst::parse(value, default_provider).is_ok_and(|t| {
+                    t.refs()
+                        .flat_map(|r| r.alts.iter())
+                        .any(|a| matches!(a, Alt::Var(v) if ours(v)))
+                })
+        }
+        NodeKind::List(items) => items
+            .iter()
+            .any(|i| reads_provider(i, provider, default_provider)),
+        NodeKind::Map(entries) => entries.iter().any(|(k, v)| {
+            if k.name == "condition" {
+                v.as_str()
+                    .and_then(|src| Condition::parse(src).ok())
+                    .is_some_and(|c| c.variables().into_iter().any(ours))
+            } else {
+                reads_provider(v, provider, default_provider)
+            }
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Policy;
+    use crate::render::render_with;
+    use crate::vars::Vars;
+
+    fn policy(text: &str) -> Policy {
+        Policy::parse(text, "p.yml").unwrap()
+    }
+
+    fn pod(uid: &str, name: &str, app: &str) -> Mapping {
+        Mapping {
+            id: uid.into(),
+            priority: 1,
+            vars: Value::from_json(&serde_json::json!({
+                "namespace": "shop",
+                "pod": {"name": name, "uid": uid, "ip": "10.0.0.7"},
+                "labels": {"app": app},
+            })),
+            fields: Value::from_json(&serde_json::json!({"kubernetes": {"pod": {"name": name}}})),
+        }
+    }
+
+    fn container(uid: &str, name: &str, cname: &str, cid: &str) -> Mapping {
+        Mapping {
+            id: format!("{uid}.{cname}"),
+            priority: 2,
+            vars: Value::from_json(&serde_json::json!({
+                "namespace": "shop",
+                "pod": {"name": name, "uid": uid, "ip": "10.0.0.7"},
+                "labels": {"app": "web"},
+                "container": {"name": cname, "id": cid, "runtime": "containerd"},
+            })),
+            fields: Value::from_json(&serde_json::json!({
+                "kubernetes": {"pod": {"name": name}, "container": {"name": cname}},
+                "container": {"id": cid},
+            })),
+        }
+    }
+
+    const POLICY: &str = r#"
+inputs:
+  - id: container-log-${kubernetes.pod.name}-${kubernetes.container.id}
+    type: filestream
+    streams:
+      - paths: ['/var/log/containers/*${kubernetes.container.id}.log']
+  - id: redis
+    type: prometheus/metrics
+    condition: ${kubernetes.labels.app} == 'redis'
+    hosts: ['${kubernetes.pod.ip}:9121']
+  - id: static
+    type: exec
+    command: [date]
+"#;
+
+    #[test]
+    fn an_input_reading_the_provider_renders_once_per_mapping_that_resolves_it() {
+        let p = policy(POLICY);
+        let mut mappings = vec![
+            container("u1", "web-1", "nginx", "c1"),
+            pod("u1", "web-1", "web"),
+            pod("u2", "cache-1", "redis"),
+            container("u2", "cache-1", "redis", "c2"),
+            container("u2", "cache-1", "exporter", "c3"),
+        ];
+        sort(&mut mappings);
+        let d = Dynamic {
+            provider: "kubernetes",
+            mappings: &mappings,
+        };
+        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let ids: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                // Pods have no container id: only containers render it.
+                "container-log-web-1-c1-kubernetes-u1.nginx",
+                "container-log-cache-1-c3-kubernetes-u2.exporter",
+                "container-log-cache-1-c2-kubernetes-u2.redis",
+                // The pod renders it; its containers would render the same.
+                "redis-kubernetes-u2",
+                "static",
+            ]
+        );
+        let log = &r.inputs[0];
+        assert_eq!(
+            log.config.lookup_path("streams.0.paths.0"),
+            Some(&Value::Str("/var/log/containers/*c1.log".into()))
+        );
+        assert_eq!(log.fields, Some(mappings[2].fields.clone()));
+        assert_eq!(
+            r.inputs[3].fields,
+            Some(mappings[1].fields.clone()),
+            "hosts read pod.ip"
+        );
+        assert_eq!(r.inputs[4].fields, None, "a static input adds nothing");
+        assert!(r.dropped.is_empty(), "{:?}", r.dropped);
+    }
+
+    #[test]
+    fn conditions_alone_select_but_do_not_describe() {
+        // Elastic's node-metrics input: a stream chosen by a pod's labels,
+        // others the same for every pod.
+        let p = policy(
+            "inputs:\n  - id: node-metrics\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [controllermanager]\n        hosts: ['https://${kubernetes.pod.ip}:10257']\n        condition: ${kubernetes.labels.app} == 'redis'\n      - metricsets: [proxy]\n        hosts: ['localhost:10249']\n",
+        );
+        let mut mappings = vec![
+            pod("u1", "web-1", "web"),
+            pod("u2", "cache-1", "redis"),
+            pod("u3", "web-2", "web"),
+        ];
+        sort(&mut mappings);
+        let r = render_with(
+            &p,
+            &Vars::new(),
+            Some(&Dynamic {
+                provider: "kubernetes",
+                mappings: &mappings,
+            }),
+        )
+        .unwrap();
+        let got: Vec<(&str, bool)> = r
+            .inputs
+            .iter()
+            .map(|i| (i.id.as_str(), i.fields.is_some()))
+            .collect();
+        // The web pods render the same proxy-only input: once, and without
+        // a pod's fields; the redis pod's reads its ip: with its fields.
+        assert_eq!(
+            got,
+            [
+                ("node-metrics-kubernetes-u1", false),
+                ("node-metrics-kubernetes-u2", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_input_no_mapping_renders_is_reported_with_why() {
+        let p = policy(POLICY);
+        let r = render_with(
+            &p,
+            &Vars::new(),
+            Some(&Dynamic {
+                provider: "kubernetes",
+                mappings: &[],
+            }),
+        )
+        .unwrap();
+        assert_eq!(r.inputs.len(), 1);
+        assert_eq!(r.dropped.len(), 2);
+        assert!(
+            r.dropped[0].reason.contains("publishes nothing yet"),
+            "{:?}",
+            r.dropped
+        );
+        let mappings = [pod("u1", "web-1", "web")];
+        let r = render_with(
+            &p,
+            &Vars::new(),
+            Some(&Dynamic {
+                provider: "kubernetes",
+                mappings: &mappings,
+            }),
+        )
+        .unwrap();
+        let why: Vec<&str> = r.dropped.iter().map(|d| d.reason.as_str()).collect();
+        assert!(why[0].contains("kubernetes.container.id"), "{why:?}");
+        assert!(why[1].contains("is false"), "{why:?}");
+        // Without the provider at all, inputs render as before: unresolved.
+        let plain = crate::render::render(&p, &Vars::new()).unwrap();
+        assert_eq!(plain.inputs.len(), 1);
+    }
+
+    #[test]
+    fn reading_the_provider_is_found_in_strings_and_conditions_only() {
+        let p = policy(
+            "inputs:\n  - {id: a, type: x, hosts: ['${kubernetes.pod.ip|\"x\"}']}\n  - {id: b, type: x, condition: \"${kubernetes.labels.app} == 'a'\"}\n  - {id: c, type: x, note: kubernetes.pod.ip}\n  - {id: d, type: x, v: '${kubernetes_leaderelection.leader}'}\n  - {id: e, type: x, v: '$${kubernetes.pod.ip}'}\n",
+        );
+        let got: Vec<bool> = p
+            .inputs()
+            .iter()
+            .map(|i| reads_provider(i, "kubernetes", "env"))
+            .collect();
+        assert_eq!(got, [true, true, false, false, false]);
+    }
+}

@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod inputs;
 pub mod kubeconn;
+pub mod kubewatch;
 pub mod monitor;
 pub mod outputs;
 pub mod owner_only;

@@ -13,8 +13,9 @@ use tokio_util::task::TaskTracker;
 use crate::inputs::DataStream;
 use crate::monitor::metrics::AgentMetrics;
 use crate::outputs::EventSender;
-use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, Meta, TermFence, data_stream_index, timestamp_now};
+use crate::pipeline::ack::{Ack, Tally};
+use crate::pipeline::event::{Carried, Event, Meta, TermFence, data_stream_index, timestamp_now};
+use crate::pipeline::processing::{Chain, InputProcessors};
 
 /// The agent's own fields on every event.
 #[derive(Debug, Clone)]
@@ -110,6 +111,40 @@ pub fn payload_fields(payload: &Map<String, Value>) -> Vec<u8> {
     out
 }
 
+/// One top-level field added to every event of an input.
+#[derive(Debug)]
+struct AddedField {
+    key: String,
+    value: Value,
+    /// `,"key":value`, serialized once.
+    bytes: Vec<u8>,
+    /// Where `value` starts in `bytes`: `bytes[1..value_at]` is `"key":`,
+    /// what a serialized payload holding the key contains.
+    value_at: usize,
+}
+
+impl AddedField {
+    /// `"key":` as serialized.
+    fn quoted_key(&self) -> &[u8] {
+        &self.bytes[1..self.value_at]
+    }
+}
+
+/// Completes `mine` with the keys of `added` it lacks, at every depth;
+/// values `mine` has stay.
+fn fill_missing(mine: &mut Value, added: &Value) {
+    if let (Value::Object(m), Value::Object(a)) = (mine, added) {
+        for (k, v) in a {
+            match m.get_mut(k) {
+                Some(existing) => fill_missing(existing, v),
+                None => {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+}
+
 /// An input's handle for producing events.
 #[derive(Clone)]
 pub struct EventSink {
@@ -129,8 +164,15 @@ pub struct EventSink {
     id_node: Option<Arc<str>>,
     abandon: CancellationToken,
     sender: EventSender,
-    produced: Counter,
     refused: Counter,
+    /// This input's events queued and how they ended, counted by their
+    /// acknowledgements.
+    tally: Arc<Tally>,
+    /// Fields added to every event (see [`EventSink::with_fields`]).
+    added: Option<Arc<Vec<AddedField>>>,
+    /// The input's processors, and the chain that runs on this sink's
+    /// data stream (see [`EventSink::with_processors`]).
+    processors: Option<(Arc<InputProcessors>, Arc<Chain>)>,
 }
 
 impl EventSink {
@@ -168,7 +210,7 @@ impl EventSink {
             "\"data_stream\":{}",
             json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
         );
-        let (produced, refused) = metrics.input_event_counters(input_id);
+        let refused = metrics.input_refused_counter(input_id);
         let fence = term
             .as_ref()
             .map(|t| TermFence::new(t.token.clone(), t.tracker.clone()));
@@ -183,8 +225,10 @@ impl EventSink {
             id_node,
             abandon,
             sender: sender.for_input(input_id),
-            produced,
             refused,
+            tally: Arc::new(metrics.input_tally(input_id)),
+            added: None,
+            processors: None,
         }
     }
 
@@ -198,8 +242,23 @@ impl EventSink {
         EventSink {
             data_stream: ds.into_bytes().into(),
             index: index_of(data_stream).into(),
+            processors: self.processors.as_ref().map(|(p, _)| {
+                (
+                    Arc::clone(p),
+                    Arc::new(Chain::for_dataset(p, &data_stream.dataset)),
+                )
+            }),
             ..self.clone()
         }
+    }
+
+    /// The same sink running `processors` on every event before it is
+    /// queued: those of the stream writing to `dataset` (and of every
+    /// stream a derived sink writes to), then the input's.
+    pub fn with_processors(mut self, processors: Arc<InputProcessors>, dataset: &str) -> EventSink {
+        let chain = Arc::new(Chain::for_dataset(&processors, dataset));
+        self.processors = Some((processors, chain));
+        self
     }
 
     /// Queues a document produced for wall-clock time `at_us` (a periodic
@@ -226,6 +285,7 @@ impl EventSink {
         payload: Map<String, Value>,
         ack: Option<Ack>,
     ) -> Result<(), Refused> {
+        let payload = self.with_added(payload);
         let mut line = Vec::with_capacity(256 + payload.len() * 48);
         line.extend_from_slice(b"{\"@timestamp\":\"");
         line.extend_from_slice(crate::inputs::schedule::rfc3339_us(at_us).as_bytes());
@@ -240,18 +300,16 @@ impl EventSink {
         line.push(b'}');
         let metadata = metadata_from..line.len();
         push_payload(&mut line, &payload);
+        self.push_added(&mut line, |f| payload.contains_key(&f.key));
         let routes_itself = payload.contains_key("data_stream");
         self.finish_line(&mut line, routes_itself);
-        let mut event = Event::from_line(self.input_id.clone(), line);
+        let mut event = Event::from_line(self.input_id.clone(), line, self.ack(ack));
         if !routes_itself {
             event = event.with_meta(Meta {
                 index: Arc::clone(&self.index),
                 id: Some(id),
                 metadata: Some(metadata),
             });
-        }
-        if let Some(a) = ack {
-            event = event.with_ack(a);
         }
         self.queue_event(event).await
     }
@@ -270,11 +328,13 @@ impl EventSink {
     /// full. The payload's own `agent`, `input`, `leader` and `@timestamp`
     /// are replaced by the agent's.
     pub async fn emit(&self, payload: Map<String, Value>) -> Result<(), Refused> {
+        let payload = self.with_added(payload);
         let mut line = self.start_line(64 + payload.len() * 32);
         push_payload(&mut line, &payload);
+        self.push_added(&mut line, |f| payload.contains_key(&f.key));
         let routes_itself = payload.contains_key("data_stream");
         self.finish_line(&mut line, routes_itself);
-        let event = Event::from_line(self.input_id.clone(), line);
+        let event = Event::from_line(self.input_id.clone(), line, self.ack(None));
         if routes_itself {
             self.queue_event(event).await
         } else {
@@ -294,6 +354,7 @@ impl EventSink {
             let _ = serde_json::to_writer(&mut line, e);
             line.push(b'}');
         }
+        self.push_added(&mut line, |_| false);
         self.finish_line(&mut line, false);
         self.queue(line).await
     }
@@ -322,12 +383,71 @@ impl EventSink {
             None => self.start_line(fields.len()),
         };
         line.extend_from_slice(fields);
+        // A decoded payload may carry a key of its own (`"kubernetes":`):
+        // it wins, as with a map payload.
+        self.push_added(&mut line, |f| {
+            memchr::memmem::find(fields, f.quoted_key()).is_some()
+        });
         self.finish_line(&mut line, false);
-        let mut event = self.routed(Event::from_line(self.input_id.clone(), line));
-        if let Some(a) = ack {
-            event = event.with_ack(a);
-        }
+        let event = self.routed(Event::from_line(self.input_id.clone(), line, self.ack(ack)));
         self.queue_event(event).await
+    }
+
+    /// The same sink adding `fields` (a map of top-level keys, e.g. the
+    /// `kubernetes` and `container` fields of a provider's mapping) to
+    /// every event. A payload's own value of such a key wins: a map is
+    /// completed with the added keys it lacks, anything else is kept.
+    pub fn with_fields(mut self, fields: &leasehold_policy::Value) -> EventSink {
+        let Ok(Value::Object(m)) = serde_json::to_value(fields) else {
+            return self;
+        };
+        let parts = m
+            .into_iter()
+            .map(|(k, v)| {
+                let mut bytes = Vec::new();
+                bytes.push(b',');
+                let _ = serde_json::to_writer(&mut bytes, &k);
+                bytes.push(b':');
+                let value_at = bytes.len();
+                let _ = serde_json::to_writer(&mut bytes, &v);
+                AddedField {
+                    value_at,
+                    key: k,
+                    value: v,
+                    bytes,
+                }
+            })
+            .collect();
+        self.added = Some(Arc::new(parts));
+        self
+    }
+
+    /// Whether every event gets top-level field `key` added (an input that
+    /// would derive a poorer one itself leaves it to the sink).
+    pub fn adds(&self, key: &str) -> bool {
+        self.added
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|f| f.key == key))
+    }
+
+    /// `payload` with the added fields merged into its maps of the same
+    /// key (the payload's values win).
+    fn with_added(&self, mut payload: Map<String, Value>) -> Map<String, Value> {
+        for f in self.added.iter().flat_map(|a| a.iter()) {
+            if let Some(mine) = payload.get_mut(&f.key) {
+                fill_missing(mine, &f.value);
+            }
+        }
+        payload
+    }
+
+    /// Appends the added fields whose key the payload does not have.
+    fn push_added(&self, line: &mut Vec<u8>, present: impl Fn(&AddedField) -> bool) {
+        for f in self.added.iter().flat_map(|a| a.iter()) {
+            if !present(f) {
+                line.extend_from_slice(&f.bytes);
+            }
+        }
     }
 
     fn start_line(&self, payload_hint: usize) -> Vec<u8> {
@@ -350,8 +470,18 @@ impl EventSink {
     }
 
     async fn queue(&self, line: Vec<u8>) -> Result<(), Refused> {
-        self.queue_event(self.routed(Event::from_line(self.input_id.clone(), line)))
-            .await
+        self.queue_event(self.routed(Event::from_line(
+            self.input_id.clone(),
+            line,
+            self.ack(None),
+        )))
+        .await
+    }
+
+    /// The acknowledgement an event carries: the input's own when it
+    /// keeps a checkpoint, else one that is only counted.
+    fn ack(&self, own: Option<Ack>) -> Ack {
+        own.unwrap_or_else(Ack::untracked).counted(&self.tally)
     }
 
     /// `event` (without an id) with the routing of this sink's data stream.
@@ -364,6 +494,29 @@ impl EventSink {
     }
 
     async fn queue_event(&self, mut event: Event) -> Result<(), Refused> {
+        if let Some((_, chain)) = self.processors.as_ref().filter(|(_, c)| !c.is_empty()) {
+            let input = Arc::clone(&event.input_id);
+            let (line, carried) = event.into_parts();
+            match chain.apply(&line) {
+                // Dropped by a processor: handled, never queued (its
+                // producer moves past it; not counted as produced).
+                None => {
+                    carried.ack.settle();
+                    return Ok(());
+                }
+                // Its routing may have changed: the output reads it again.
+                Some(line) => {
+                    event = Event::from_carried(
+                        input,
+                        line,
+                        Carried {
+                            meta: None,
+                            ..carried
+                        },
+                    );
+                }
+            }
+        }
         if let Some(f) = &self.fence {
             event = event.with_fence(Arc::clone(f));
         }
@@ -382,10 +535,7 @@ impl EventSink {
             }
             () = self.abandon.cancelled() => Err(Refused::Stopped),
             r = self.sender.send(event) => match r {
-                Ok(()) => {
-                    self.produced.inc();
-                    Ok(())
-                }
+                Ok(()) => Ok(()),
                 Err(_) => Err(Refused::OutputClosed),
             },
         }
@@ -395,27 +545,29 @@ impl EventSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outputs::{FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
 
-    #[tokio::test]
-    async fn events_are_stamped_and_payload_cannot_forge_the_term() {
-        use crate::outputs::{FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
-        let dir = tempfile::tempdir().unwrap();
-        let outputs = Outputs::start(
+    /// A `file` output writing into `dir`.
+    fn file_output(dir: &std::path::Path) -> Outputs {
+        Outputs::start(
             vec![OutputSettings {
                 name: "default".into(),
-                kind: OutputKind::File(FileSettings::new(dir.path())),
+                kind: OutputKind::File(FileSettings::new(dir)),
                 queue_events: 8,
                 memory: Default::default(),
                 disk: None,
             }],
             OutputMetrics::new(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A sink of input `in` (of `kind`) on agent `agent-a`, under `term`.
+    fn sink_of(outputs: &Outputs, kind: &str, term: Option<TermStamp>) -> EventSink {
         let mut registry = prometheus_client::registry::Registry::default();
-        let token = CancellationToken::new();
-        let sink = EventSink::new(
+        EventSink::new(
             "in",
-            "exec",
+            kind,
             &AgentFields {
                 id: "id-1".into(),
                 name: "agent-a".into(),
@@ -423,15 +575,27 @@ mod tests {
                 node: "node-a".into(),
             },
             &DataStream::default(),
+            term,
+            CancellationToken::new(),
+            outputs.sender("default").unwrap(),
+            AgentMetrics::register(&mut registry),
+        )
+    }
+
+    #[tokio::test]
+    async fn events_are_stamped_and_payload_cannot_forge_the_term() {
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = file_output(dir.path());
+        let token = CancellationToken::new();
+        let sink = sink_of(
+            &outputs,
+            "exec",
             Some(TermStamp {
                 lease: "l".into(),
                 term: 4,
                 token: token.clone(),
                 tracker: TaskTracker::new(),
             }),
-            CancellationToken::new(),
-            outputs.sender("default").unwrap(),
-            AgentMetrics::register(&mut registry),
         );
         sink.emit_message("hello \"world\"", Some("cut"))
             .await
@@ -474,5 +638,56 @@ mod tests {
         assert_eq!(lines[1]["agent"]["name"], "agent-a");
         assert_eq!(lines[1]["n"], 1);
         assert_eq!(lines[1]["data_stream"], json!({"dataset": "own"}));
+    }
+
+    #[tokio::test]
+    async fn a_mappings_fields_reach_every_event_and_a_payloads_own_values_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let outputs = file_output(dir.path());
+        let fields = leasehold_policy::Value::from_json(&json!({
+            "kubernetes": {"pod": {"name": "web-1"}, "namespace": "shop"},
+            "container": {"id": "c1"},
+        }));
+        let sink = sink_of(&outputs, "filestream", None).with_fields(&fields);
+        assert!(sink.adds("kubernetes") && !sink.adds("host"));
+        sink.emit_message("plain", None).await.unwrap();
+        let own: Map<String, Value> = serde_json::from_value(
+            json!({"kubernetes": {"namespace": "mine", "extra": 1}, "container": "not a map"}),
+        )
+        .unwrap();
+        sink.emit(own).await.unwrap();
+        sink.emit_fields(None, b",\"kubernetes\":{\"decoded\":true}", None)
+            .await
+            .unwrap();
+        outputs
+            .shutdown(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
+            .await;
+        let text = std::fs::read_to_string(dir.path().join("leasehold.ndjson")).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0]["kubernetes"],
+            json!({"pod": {"name": "web-1"}, "namespace": "shop"})
+        );
+        assert_eq!(lines[0]["container"], json!({"id": "c1"}));
+        // Completed where it lacks keys; its own values and non-maps stay.
+        assert_eq!(
+            lines[1]["kubernetes"],
+            json!({"namespace": "mine", "extra": 1, "pod": {"name": "web-1"}})
+        );
+        assert_eq!(lines[1]["container"], "not a map");
+        // A serialized payload with its own key keeps it, once.
+        assert_eq!(lines[2]["kubernetes"], json!({"decoded": true}));
+        assert_eq!(
+            text.lines()
+                .nth(2)
+                .unwrap()
+                .matches("\"kubernetes\"")
+                .count(),
+            1
+        );
+        assert_eq!(lines[2]["container"], json!({"id": "c1"}));
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod elections;
+pub mod kubernetes;
 pub mod providers;
 pub mod reconcile;
 pub mod supervisor;
@@ -68,6 +69,21 @@ pub struct RunOptions {
 
 /// `outputs` with every disk queue that names no path placed under
 /// `data_path` (`DATA/queue/OUTPUT`).
+/// The next mappings of the provider, if one runs (never otherwise).
+async fn next_mappings(
+    provider: &mut Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
+) -> Option<Arc<Vec<leasehold_policy::dynamic::Mapping>>> {
+    match provider {
+        Some((_, p)) => {
+            if p.mappings.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            Some(Arc::clone(&p.mappings.borrow_and_update()))
+        }
+        None => std::future::pending().await,
+    }
+}
+
 fn with_data_path(
     outputs: &[outputs::OutputSettings],
     data_path: &std::path::Path,
@@ -99,6 +115,8 @@ pub struct Loaded {
     pub elections: Vec<leasehold_policy::elections::ElectionSpec>,
     /// Its secrets (as written and as resolved), kept out of messages.
     pub redactor: Redactor,
+    /// `providers.kubernetes`, when given and enabled.
+    pub kubernetes: Option<kubernetes::settings::ProviderSettings>,
 }
 
 /// The static provider values, read once.
@@ -175,24 +193,64 @@ pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
     let elections = leasehold_policy::elections::elections(&policy, &vars)
         .map_err(|e| errors.push(e.to_string()))
         .ok();
-    match (settings, outs, elections) {
-        (Some(settings), Some(outputs), Some(elections)) if errors.is_empty() => Ok(Loaded {
-            policy,
-            text,
-            vars,
-            settings,
-            outputs,
-            elections,
-            redactor,
-        }),
+    let kube = kubernetes_settings(&policy, &vars)
+        .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
+        .ok();
+    match (settings, outs, elections, kube) {
+        (Some(settings), Some(outputs), Some(elections), Some(kubernetes)) if errors.is_empty() => {
+            Ok(Loaded {
+                kubernetes,
+                policy,
+                text,
+                vars,
+                settings,
+                outputs,
+                elections,
+                redactor,
+            })
+        }
         _ => Err(redact_all(errors, &redactor)),
     }
+}
+
+/// Reads `providers.kubernetes` (resolved with the static variables);
+/// warnings about keys without effect are logged.
+fn kubernetes_settings(
+    policy: &Policy,
+    vars: &Vars,
+) -> Result<Option<kubernetes::settings::ProviderSettings>, Vec<String>> {
+    let Some(node) = policy
+        .section("providers")
+        .and_then(|p| p.get(kubernetes::PROVIDER))
+    else {
+        return Ok(None);
+    };
+    let path = format!("providers.{}", kubernetes::PROVIDER);
+    let v = config::resolve(&node.to_value(), vars, &policy.default_provider(), &path)
+        .map_err(|e| vec![e])?;
+    let parsed = kubernetes::settings::parse(&v)?;
+    for w in &parsed.warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(parsed.settings)
+}
+
+/// An input being stopped: its task, the token that abandons a wait for
+/// queue room (at `until`), and for an input gone for good (its mapping
+/// went) its id, whose metrics and registries are forgotten once it ended.
+struct Stopping {
+    join: JoinHandle<()>,
+    abandon: CancellationToken,
+    until: Instant,
+    forget: Option<String>,
 }
 
 /// One running input instance.
 struct Running {
     instance: Instance,
     spec: InputSpec,
+    /// Rendered from a provider's mapping: gone for good when stopped.
+    dynamic: bool,
     cancel: CancellationToken,
     abandon: CancellationToken,
     join: JoinHandle<()>,
@@ -210,7 +268,7 @@ pub struct Agent {
     rank_seed: u64,
     connections: HashMap<Option<String>, Connection>,
     running: HashMap<String, Running>,
-    stopping: Vec<(JoinHandle<()>, CancellationToken, Instant)>,
+    stopping: Vec<Stopping>,
     board: StatusBoard,
     metrics: AgentMetrics,
     election_metrics: Arc<SimpleMetrics>,
@@ -227,6 +285,10 @@ pub struct Agent {
     /// Delivered offsets of `filestream` inputs, written every second.
     registries: Arc<Registries>,
     registry_flush: JoinHandle<()>,
+    /// The `kubernetes` provider, when the policy configures it.
+    provider: Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
+    /// Its mappings as last rendered.
+    mappings: Arc<Vec<leasehold_policy::dynamic::Mapping>>,
 }
 
 impl Agent {
@@ -279,6 +341,8 @@ impl Agent {
             registry_board.set_problem(REGISTRY_PROBLEM, error.map(|e| (e, true)))
         }));
         let agent = Agent {
+            provider: None,
+            mappings: Arc::new(Vec::new()),
             pending_outputs: None,
             registries,
             registry_flush,
@@ -320,6 +384,7 @@ impl Agent {
         };
         let specs = self.loaded.elections.clone();
         self.start_elections(specs).await;
+        self.start_provider().await;
         self.reconcile();
         self.board.set_ready(true, "running");
         let mut poll = tokio::time::interval(POLICY_POLL);
@@ -344,6 +409,10 @@ impl Agent {
                     self.reconcile();
                 }
                 Some(f) = self.failures_rx.recv() => self.on_gated_failure(f),
+                Some(m) = next_mappings(&mut self.provider) => {
+                    self.mappings = m;
+                    self.reconcile();
+                }
                 Some(key) = self.retry_rx.recv() => {
                     self.connect_election(key).await;
                 }
@@ -351,6 +420,46 @@ impl Agent {
         }
         self.shutdown().await;
         0
+    }
+
+    /// Starts, restarts or stops the `kubernetes` provider to match the
+    /// policy. Without a connection it is reported and retried at the next
+    /// reload; inputs reading its variables wait.
+    async fn start_provider(&mut self) {
+        let want = self.loaded.kubernetes.clone();
+        if self.provider.as_ref().map(|(s, _)| s) == want.as_ref() {
+            return;
+        }
+        if let Some((_, p)) = self.provider.take() {
+            p.shutdown().await;
+            self.mappings = Arc::new(Vec::new());
+        }
+        let Some(settings) = want else {
+            self.board.set_problem(kubernetes::PROVIDER_PROBLEM, None);
+            return;
+        };
+        let kubeconfig = settings
+            .kube_config
+            .as_ref()
+            .map(PathBuf::from)
+            .or_else(|| self.opts.kubeconfig.clone());
+        match kubeconn::connect(kubeconfig.as_deref()).await {
+            Ok(conn) => {
+                let p = kubernetes::Provider::start(
+                    settings.clone(),
+                    conn.client,
+                    self.statics.fields.node.clone(),
+                    self.board.clone(),
+                );
+                self.provider = Some((settings, p));
+            }
+            Err(e) => {
+                let why = format!("kubernetes provider cannot connect: {e}");
+                tracing::error!("{why}");
+                self.board
+                    .set_problem(kubernetes::PROVIDER_PROBLEM, Some((why, false)));
+            }
+        }
     }
 
     fn policy_changed(&self) -> bool {
@@ -457,6 +566,7 @@ impl Agent {
                 .collect();
             self.start_elections(new_specs).await;
         }
+        self.start_provider().await;
         self.board
             .policy_loaded(self.opts.policy_path.display().to_string());
         self.metrics.policy_reload(true);
@@ -658,17 +768,26 @@ impl Agent {
     /// Makes the running inputs equal to what the policy renders to now.
     fn reconcile(&mut self) {
         let vars = self.vars();
-        let rendered = match leasehold_policy::render(&self.loaded.policy, &vars) {
-            Ok(r) => r,
-            Err(e) => {
-                // Inputs that were running keep running; stops by term still
-                // happen through the term tokens.
-                let e = self.loaded.redactor.redact(&e.to_string());
-                tracing::error!("rendering the policy failed: {e}");
-                self.board.policy_rejected(e);
-                return;
-            }
-        };
+        let dynamic = self
+            .loaded
+            .kubernetes
+            .as_ref()
+            .map(|_| leasehold_policy::dynamic::Dynamic {
+                provider: kubernetes::PROVIDER,
+                mappings: &self.mappings,
+            });
+        let rendered =
+            match leasehold_policy::render_with(&self.loaded.policy, &vars, dynamic.as_ref()) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Inputs that were running keep running; stops by term still
+                    // happen through the term tokens.
+                    let e = self.loaded.redactor.redact(&e.to_string());
+                    tracing::error!("rendering the policy failed: {e}");
+                    self.board.policy_rejected(e);
+                    return;
+                }
+            };
         // Rendered settings may hold secrets from variables: redact those
         // too from what inputs report.
         let mut redactor = self.loaded.redactor.clone();
@@ -684,7 +803,7 @@ impl Agent {
                 reason: d.reason.clone(),
             })
             .collect();
-        let mut desired: Vec<(Instance, InputSpec)> = Vec::new();
+        let mut desired: Vec<(Instance, InputSpec, Option<Value>)> = Vec::new();
         for ri in &rendered.inputs {
             let election = ri
                 .condition_vars
@@ -730,29 +849,33 @@ impl Agent {
                 });
                 continue;
             }
+            // Fields a mapping adds are part of what the input is: new
+            // labels restart it with them.
+            let fields_hash = ri.fields.as_ref().map_or(0, stable_hash);
             desired.push((
                 Instance {
                     id: ri.id.clone(),
-                    config_hash: stable_hash(&ri.config),
+                    config_hash: stable_hash(&ri.config) ^ fields_hash.rotate_left(1),
                     binding,
                 },
                 spec,
+                ri.fields.clone(),
             ));
         }
         let running: Vec<Instance> = self.running.values().map(|r| r.instance.clone()).collect();
-        let wanted: Vec<Instance> = desired.iter().map(|(i, _)| i.clone()).collect();
+        let wanted: Vec<Instance> = desired.iter().map(|(i, _, _)| i.clone()).collect();
         for action in reconcile::plan(&wanted, &running) {
             match action {
-                Action::Stop(id) => self.stop_input(&id),
+                Action::Stop(id) => self.stop_input_for_good(&id),
                 Action::Restart(id) => {
                     self.stop_input(&id);
-                    if let Some((i, s)) = desired.iter().find(|(i, _)| i.id == id) {
-                        self.start_input(i.clone(), s.clone());
+                    if let Some((i, s, f)) = desired.iter().find(|(i, _, _)| i.id == id) {
+                        self.start_input(i.clone(), s.clone(), f.as_ref());
                     }
                 }
                 Action::Start(id) => {
-                    if let Some((i, s)) = desired.iter().find(|(i, _)| i.id == id) {
-                        self.start_input(i.clone(), s.clone());
+                    if let Some((i, s, f)) = desired.iter().find(|(i, _, _)| i.id == id) {
+                        self.start_input(i.clone(), s.clone(), f.as_ref());
                     }
                 }
             }
@@ -760,7 +883,7 @@ impl Agent {
         self.board.set_dropped(dropped);
     }
 
-    fn start_input(&mut self, instance: Instance, spec: InputSpec) {
+    fn start_input(&mut self, instance: Instance, spec: InputSpec, fields: Option<&Value>) {
         let Some(sender) = self.outputs.sender(&spec.use_output) else {
             return;
         };
@@ -805,6 +928,14 @@ impl Agent {
             sender,
             self.metrics.clone(),
         );
+        let sink = match fields {
+            Some(f) => sink.with_fields(f),
+            None => sink,
+        };
+        let sink = match &spec.processors {
+            Some(p) => sink.with_processors(Arc::clone(p), &spec.data_stream.dataset),
+            None => sink,
+        };
         let sup = Supervised {
             id: instance.id.clone(),
             spec: spec.clone(),
@@ -832,6 +963,7 @@ impl Agent {
             Running {
                 instance,
                 spec,
+                dynamic: fields.is_some(),
                 cancel,
                 abandon,
                 join,
@@ -841,24 +973,53 @@ impl Agent {
     }
 
     fn stop_input(&mut self, id: &str) {
+        self.stop(id, false);
+    }
+
+    /// Stops `id`, no longer desired; a dynamic input's metrics and
+    /// registries are forgotten once it ended (its container is gone).
+    fn stop_input_for_good(&mut self, id: &str) {
+        self.stop(id, true);
+    }
+
+    fn stop(&mut self, id: &str, for_good: bool) {
         if let Some(r) = self.running.remove(id) {
             r.cancel.cancel();
             tracing::info!(input = %id, r#type = %r.spec.type_name, "input stopped");
             self.board.input_stopped(id);
             // A stopping input may wait for queue room only a while.
-            self.stopping
-                .push((r.join, r.abandon, Instant::now() + r.grace * 2));
+            self.stopping.push(Stopping {
+                join: r.join,
+                abandon: r.abandon,
+                until: Instant::now() + r.grace * 2,
+                forget: (for_good && r.dynamic).then(|| id.to_string()),
+            });
         }
     }
 
     fn prune_stopping(&mut self) {
         let now = Instant::now();
-        self.stopping.retain(|(join, abandon, until)| {
-            if now >= *until {
-                abandon.cancel();
+        let mut ended = Vec::new();
+        self.stopping.retain_mut(|s| {
+            if now >= s.until {
+                s.abandon.cancel();
             }
-            !join.is_finished()
+            if s.join.is_finished() {
+                ended.extend(s.forget.take());
+                false
+            } else {
+                true
+            }
         });
+        for id in ended {
+            // Started again meanwhile (its pod came back): keep.
+            if self.running.contains_key(&id) {
+                continue;
+            }
+            self.metrics.forget_input(&id);
+            self.outputs.forget_input(&id);
+            self.registries.forget_input(&id);
+        }
     }
 
     fn publish_elections(&self) {
@@ -904,12 +1065,15 @@ impl Agent {
         let deadline = Instant::now() + timeout;
         let reserve = (timeout / 4).min(Duration::from_secs(5));
         self.board.set_ready(false, "shutting down");
+        if let Some((_, p)) = self.provider.take() {
+            p.shutdown().await;
+        }
         let ids: Vec<String> = self.running.keys().cloned().collect();
         for id in ids {
             self.stop_input(&id);
         }
         let inputs_until = deadline - reserve;
-        for (join, abandon, _) in std::mem::take(&mut self.stopping) {
+        for Stopping { join, abandon, .. } in std::mem::take(&mut self.stopping) {
             let mut join = join;
             tokio::select! {
                 _ = &mut join => {}

@@ -86,7 +86,7 @@ impl Input for Filestream {
         Box::pin(async move {
             let mut tasks = JoinSet::new();
             for s in &self.streams {
-                let registry = ctx.registries.open(&s.id);
+                let registry = ctx.registries.open_for(ctx.sink.input_id(), &s.id);
                 let sink = ctx.sink.with_data_stream(&s.data_stream);
                 let metrics = ctx.registries.metrics(&s.id);
                 tasks.spawn(prospect(

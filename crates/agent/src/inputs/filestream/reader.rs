@@ -366,11 +366,12 @@ impl Reader {
         payload_fields(&doc)
     }
 
-    /// `kubernetes`/`container` from the path, `fields`, `tags`.
+    /// `kubernetes`/`container` from the path (unless the `kubernetes`
+    /// provider adds its fuller ones), `fields`, `tags`.
     fn constant_fields(&self, canonical: Option<&std::path::Path>) -> Vec<u8> {
         let s = &self.settings;
         let mut doc = Map::new();
-        if s.reads_containers() {
+        if s.reads_containers() && !self.sink.adds("kubernetes") {
             let named = parsers::pod_log(&self.path);
             let target = canonical.and_then(|c| parsers::pod_log(&c.to_string_lossy()));
             if let Some(p) = named.clone().or_else(|| target.clone()) {

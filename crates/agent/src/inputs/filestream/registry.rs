@@ -275,6 +275,8 @@ struct Families {
 pub struct Registries {
     dir: PathBuf,
     streams: Mutex<HashMap<String, Arc<StreamRegistry>>>,
+    /// The streams each input opened, by input id.
+    owners: Mutex<HashMap<String, Vec<String>>>,
     families: Families,
 }
 
@@ -284,6 +286,7 @@ impl Registries {
         Arc::new(Registries {
             dir: data_path.join("registry").join("filestream"),
             streams: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             families: Families::default(),
         })
     }
@@ -316,6 +319,46 @@ impl Registries {
         StreamMetrics {
             files_open: self.families.files_open.get_or_create(&labels).clone(),
             bytes_read: self.families.bytes_read.get_or_create(&labels).clone(),
+        }
+    }
+
+    /// The registry of stream `id` of input `input`, loaded from disk on
+    /// first use.
+    pub fn open_for(&self, input: &str, id: &str) -> Arc<StreamRegistry> {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let streams = owners.entry(input.to_string()).or_default();
+        if !streams.iter().any(|s| s == id) {
+            streams.push(id.to_string());
+        }
+        drop(owners);
+        self.open(id)
+    }
+
+    /// Forgets the streams of `input`, which is gone for good (a pod's
+    /// container-log input after the pod went): their registries leave
+    /// memory and disk, their metrics `/metrics`. Called once the input
+    /// stopped, so nothing writes them again.
+    pub fn forget_input(&self, input: &str) {
+        let ids = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(input)
+            .unwrap_or_default();
+        for id in ids {
+            self.streams
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            let file = self.file_of(&id);
+            if let Err(e) = fs::remove_file(&file)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!(file = %file.display(), "cannot remove the registry of a finished stream: {e}");
+            }
+            let labels = StreamLabels { stream: id };
+            self.families.files_open.remove(&labels);
+            self.families.bytes_read.remove(&labels);
         }
     }
 

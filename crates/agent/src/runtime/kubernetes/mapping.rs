@@ -1,0 +1,484 @@
+//! What the provider publishes for one pod: a mapping for the pod and one
+//! for each of its containers that has an id, with Elastic Agent's
+//! variable names and the fields Elastic adds to their inputs' events. Pure:
+//! a Pod in, mappings out.
+
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
+use leasehold_policy::dynamic::Mapping;
+use leasehold_policy::{Map, Value};
+
+use super::settings::{ProviderSettings, Scope};
+
+/// Owner kinds whose name becomes `kubernetes.<kind>.name`.
+const OWNER_KINDS: [&str; 6] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+];
+
+/// Labels as Kubernetes keeps them.
+pub type Labels = std::collections::BTreeMap<String, String>;
+
+/// What the provider knows of a pod's namespace: its uid and labels.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NamespaceMeta<'a> {
+    /// `metadata.uid`.
+    pub uid: Option<&'a str>,
+    /// `metadata.labels`.
+    pub labels: Option<&'a Labels>,
+}
+
+/// What the provider knows of a pod's node and namespace
+/// (`add_resource_metadata`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Related<'a> {
+    /// The node's labels.
+    pub node_labels: Option<&'a Labels>,
+    /// The namespace's uid and labels.
+    pub namespace: Option<NamespaceMeta<'a>>,
+}
+
+/// The mappings of `pod`: the pod's (priority 1, id = its uid), then one
+/// per container, init and ephemeral container whose status has an id
+/// (priority 2, id `<uid>.<name>`).
+pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Vec<Mapping> {
+    let meta = &pod.metadata;
+    let Some(uid) = meta.uid.clone().filter(|u| !u.is_empty()) else {
+        return Vec::new();
+    };
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    let mut pod_part = Map::new();
+    pod_part.insert("name", text(meta.name.as_deref()));
+    pod_part.insert("uid", Value::Str(uid.clone()));
+    if let Some(ip) = status
+        .and_then(|s| s.pod_ip.clone())
+        .filter(|i| !i.is_empty())
+    {
+        pod_part.insert("ip", Value::Str(ip));
+    }
+    let node_name = spec.and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let mut node = Map::new();
+    node.insert("name", Value::Str(node_name));
+    if let Some(labels) = related.node_labels.filter(|l| !l.is_empty()) {
+        node.insert("labels", dedotted(labels.iter()));
+    }
+
+    // Common to both: what `${kubernetes.…}` reads and what events carry.
+    let mut vars = Map::new();
+    let mut fields = Map::new();
+    for m in [&mut vars, &mut fields] {
+        m.insert("namespace", text(meta.namespace.as_deref()));
+        m.insert("pod", Value::Map(pod_part.clone()));
+        m.insert("node", Value::Map(node.clone()));
+        if let Some(NamespaceMeta { uid, labels }) = related.namespace {
+            if let Some(uid) = uid {
+                m.insert("namespace_uid", Value::Str(uid.to_string()));
+            }
+            if let Some(labels) = labels.filter(|l| !l.is_empty()) {
+                m.insert("namespace_labels", dedotted(labels.iter()));
+            }
+        }
+    }
+    if let Some(owner) = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && OWNER_KINDS.contains(&o.kind.as_str()))
+    {
+        let mut named = Map::new();
+        named.insert("name", Value::Str(owner.name.clone()));
+        for m in [&mut vars, &mut fields] {
+            m.insert(owner.kind.to_ascii_lowercase(), Value::Map(named.clone()));
+        }
+        // A Deployment names its ReplicaSets `<deployment>-<pod-template-hash>`.
+        if s.deployment
+            && owner.kind == "ReplicaSet"
+            && let Some(deployment) = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("pod-template-hash"))
+                .and_then(|hash| owner.name.strip_suffix(&format!("-{hash}")))
+        {
+            let mut d = Map::new();
+            d.insert("name", Value::Str(deployment.to_string()));
+            for m in [&mut vars, &mut fields] {
+                m.insert("deployment", Value::Map(d.clone()));
+            }
+        }
+    }
+    // Variables: every label and annotation, keys split at their dots (as
+    // Elastic nests them), so `${kubernetes.labels.app.kubernetes.io/name}`
+    // resolves. Events: the labels chosen, dedotted by default, and only
+    // the annotations named in `include_annotations`.
+    let labels = meta.labels.iter().flatten();
+    let annotations = meta.annotations.iter().flatten();
+    vars.insert("labels", nested(labels.clone()));
+    vars.insert("annotations", nested(annotations.clone()));
+    let chosen_labels = labels.filter(|(k, _)| {
+        (s.include_labels.is_empty() || s.include_labels.contains(k))
+            && !s.exclude_labels.contains(k)
+    });
+    put_event_keys(&mut fields, "labels", chosen_labels, s.labels_dedot);
+    let chosen_annotations = annotations.filter(|(k, _)| s.include_annotations.contains(k));
+    put_event_keys(
+        &mut fields,
+        "annotations",
+        chosen_annotations,
+        s.annotations_dedot,
+    );
+
+    let mut pod_vars = vars.clone();
+    pod_vars.insert(
+        "scope",
+        Value::Str(
+            match s.scope {
+                Scope::Node => "node",
+                Scope::Cluster => "cluster",
+            }
+            .into(),
+        ),
+    );
+    let mut out = vec![Mapping {
+        id: uid.clone(),
+        priority: 1,
+        vars: Value::Map(pod_vars),
+        fields: Value::Map(wrap("kubernetes", fields.clone())),
+    }];
+
+    let spec_containers = spec.into_iter().flat_map(|sp| {
+        sp.containers
+            .iter()
+            .chain(sp.init_containers.iter().flatten())
+            .map(|c| (c.name.as_str(), c.image.as_deref(), Some(c)))
+            .chain(
+                sp.ephemeral_containers
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.as_str(), c.image.as_deref(), None)),
+            )
+    });
+    let statuses: Vec<&ContainerStatus> = status
+        .into_iter()
+        .flat_map(|st| {
+            st.container_statuses
+                .iter()
+                .flatten()
+                .chain(st.init_container_statuses.iter().flatten())
+                .chain(st.ephemeral_container_statuses.iter().flatten())
+        })
+        .collect();
+    for (name, image, container) in spec_containers {
+        let Some((runtime, id)) = statuses
+            .iter()
+            .find(|st| st.name == name)
+            .and_then(|st| st.container_id.as_deref())
+            .and_then(split_container_id)
+        else {
+            continue;
+        };
+        let mut c = Map::new();
+        c.insert("name", Value::Str(name.into()));
+        c.insert("id", Value::Str(id.into()));
+        c.insert("image", text(image));
+        c.insert("runtime", Value::Str(runtime.into()));
+        if let Some((port, port_name)) = container.and_then(last_port) {
+            c.insert("port", Value::Str(port));
+            if let Some(n) = port_name {
+                c.insert("port_name", Value::Str(n));
+            }
+        }
+        let mut cvars = vars.clone();
+        cvars.insert("container", Value::Map(c));
+        let mut kfields = fields.clone();
+        kfields.insert(
+            "container",
+            Value::Map(wrap("name", Value::Str(name.into()))),
+        );
+        // ECS `container.*` beside `kubernetes.*`, as Elastic adds them.
+        let mut ecs = Map::new();
+        ecs.insert("id", Value::Str(id.into()));
+        ecs.insert("runtime", Value::Str(runtime.into()));
+        ecs.insert("image", Value::Map(wrap("name", text(image))));
+        let mut all = wrap("container", Value::Map(ecs));
+        all.insert("kubernetes", Value::Map(kfields));
+        out.push(Mapping {
+            id: format!("{uid}.{name}"),
+            priority: 2,
+            vars: Value::Map(cvars),
+            fields: Value::Map(all),
+        });
+    }
+    out
+}
+
+/// `containerd://abc` as (`containerd`, `abc`); anything else is no id.
+fn split_container_id(raw: &str) -> Option<(&str, &str)> {
+    let (runtime, id) = raw.split_once("://")?;
+    (!runtime.is_empty() && !id.is_empty() && !id.contains("://")).then_some((runtime, id))
+}
+
+/// The last port a container declares (Elastic publishes one, the last).
+fn last_port(c: &Container) -> Option<(String, Option<String>)> {
+    let p = c.ports.as_ref()?.last()?;
+    Some((p.container_port.to_string(), p.name.clone()))
+}
+
+fn text(s: Option<&str>) -> Value {
+    Value::Str(s.unwrap_or_default().to_string())
+}
+
+fn wrap(key: &str, v: impl Into<WrapValue>) -> Map {
+    let mut m = Map::new();
+    m.insert(key, v.into().0);
+    m
+}
+
+/// A value or a map, for [`wrap`].
+struct WrapValue(Value);
+
+impl From<Value> for WrapValue {
+    fn from(v: Value) -> Self {
+        WrapValue(v)
+    }
+}
+
+impl From<Map> for WrapValue {
+    fn from(m: Map) -> Self {
+        WrapValue(Value::Map(m))
+    }
+}
+
+/// `key: value` pairs nested at the dots of their keys, as Elastic's
+/// variables nest them: `app.kubernetes.io/name` is
+/// `app → kubernetes → io/name`. When a key is both a value and a prefix
+/// (`a` and `a.b`), the value moves to `a.value`.
+fn nested<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Value {
+    let mut root = Map::new();
+    let mut sorted: Vec<(&String, &String)> = pairs.collect();
+    sorted.sort();
+    for (k, v) in sorted {
+        put_nested(&mut root, k, Value::Str(v.clone()));
+    }
+    Value::Map(root)
+}
+
+fn put_nested(m: &mut Map, key: &str, v: Value) {
+    match key.split_once('.') {
+        None => match m.get(key) {
+            Some(Value::Map(_)) => {
+                if let Some(Value::Map(inner)) = m.remove(key).as_mut() {
+                    inner.insert("value", v);
+                    m.insert(key, Value::Map(inner.clone()));
+                }
+            }
+            _ => m.insert(key, v),
+        },
+        Some((head, rest)) => {
+            let mut inner = match m.remove(head) {
+                Some(Value::Map(inner)) => inner,
+                Some(scalar) => wrap("value", scalar),
+                None => Map::new(),
+            };
+            put_nested(&mut inner, rest, v);
+            m.insert(head, Value::Map(inner));
+        }
+    }
+}
+
+/// Labels with the dots in their keys made `_`.
+fn dedotted<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Value {
+    Value::Map(
+        pairs
+            .map(|(k, v)| (k.replace('.', "_"), Value::Str(v.clone())))
+            .collect(),
+    )
+}
+
+/// Puts the chosen pairs under `fields[key]`, dots in keys replaced by
+/// `_` when `dedot` (else nested at the dots); nothing when none is chosen.
+fn put_event_keys<'a>(
+    fields: &mut Map,
+    key: &str,
+    pairs: impl Iterator<Item = (&'a String, &'a String)>,
+    dedot: bool,
+) {
+    let value = if dedot {
+        dedotted(pairs)
+    } else {
+        nested(pairs)
+    };
+    if matches!(&value, Value::Map(m) if !m.is_empty()) {
+        fields.insert(key, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web-7d9f", "namespace": "shop", "uid": "u-1",
+                "labels": {"app": "web", "app.kubernetes.io/name": "shop-web", "app.kubernetes.io": "x"},
+                "annotations": {"team": "payments", "note": "n"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "uid": "r", "controller": true}]
+            },
+            "spec": {
+                "nodeName": "node-1",
+                "containers": [
+                    {"name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 80}, {"containerPort": 9113, "name": "metrics"}]},
+                    {"name": "waiting", "image": "busybox:1"}
+                ],
+                "initContainers": [{"name": "setup", "image": "busybox:1"}]
+            },
+            "status": {
+                "podIP": "10.244.0.7",
+                "containerStatuses": [
+                    {"name": "nginx", "containerID": "containerd://abc123", "image": "nginx:1.27", "imageID": "", "ready": true, "restartCount": 0},
+                    {"name": "waiting", "image": "busybox:1", "imageID": "", "ready": false, "restartCount": 0}
+                ],
+                "initContainerStatuses": [
+                    {"name": "setup", "containerID": "containerd://def456", "image": "busybox:1", "imageID": "", "ready": false, "restartCount": 0}
+                ]
+            }
+        }))
+        .unwrap()
+    }
+
+    fn json(v: &Value) -> serde_json::Value {
+        serde_json::to_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_pod_and_each_container_with_an_id_get_elastics_variables_and_fields() {
+        let s = ProviderSettings {
+            include_annotations: vec!["team".into()],
+            ..ProviderSettings::default()
+        };
+        let m = pod_mappings(&pod(), &s, Related::default());
+        let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
+        // `waiting` has no container id yet: no mapping.
+        assert_eq!(ids, ["u-1", "u-1.nginx", "u-1.setup"]);
+        let pod_vars = json(&m[0].vars);
+        assert_eq!(
+            pod_vars["pod"],
+            serde_json::json!({"name": "web-7d9f", "uid": "u-1", "ip": "10.244.0.7"})
+        );
+        assert_eq!(pod_vars["namespace"], "shop");
+        assert_eq!(pod_vars["node"]["name"], "node-1");
+        assert_eq!(pod_vars["replicaset"]["name"], "web-7d9f");
+        assert_eq!(pod_vars["scope"], "node");
+        // Labels nested at their dots; a key that is also a prefix moves
+        // to `value`.
+        assert_eq!(
+            pod_vars["labels"],
+            serde_json::json!({"app": {"value": "web", "kubernetes": {"io": "x", "io/name": "shop-web"}}})
+        );
+        let nginx = json(&m[1].vars);
+        assert_eq!(
+            nginx["container"],
+            serde_json::json!({"name": "nginx", "id": "abc123", "image": "nginx:1.27", "runtime": "containerd", "port": "9113", "port_name": "metrics"})
+        );
+        assert!(nginx.get("scope").is_none());
+        let f = json(&m[1].fields);
+        assert_eq!(
+            f["container"],
+            serde_json::json!({"id": "abc123", "runtime": "containerd", "image": {"name": "nginx:1.27"}})
+        );
+        assert_eq!(f["kubernetes"]["container"]["name"], "nginx");
+        assert_eq!(f["kubernetes"]["pod"]["name"], "web-7d9f");
+        // Events: labels dedotted, only the annotations asked for.
+        assert_eq!(
+            f["kubernetes"]["labels"],
+            serde_json::json!({"app": "web", "app_kubernetes_io/name": "shop-web", "app_kubernetes_io": "x"})
+        );
+        assert_eq!(
+            f["kubernetes"]["annotations"],
+            serde_json::json!({"team": "payments"})
+        );
+        assert!(json(&m[0].fields).get("container").is_none());
+    }
+
+    #[test]
+    fn dotted_keys_resolve_as_elastic_variables_do() {
+        let m = pod_mappings(&pod(), &ProviderSettings::default(), Related::default());
+        let mut vars = leasehold_policy::Vars::new();
+        vars.set_provider("kubernetes", m[0].vars.clone());
+        let get = |name: &str| vars.lookup(name).map(json);
+        assert_eq!(
+            get("kubernetes.labels.app.kubernetes.io/name"),
+            Some("shop-web".into())
+        );
+        assert_eq!(get("kubernetes.labels.app.kubernetes.io"), Some("x".into()));
+        assert_eq!(get("kubernetes.labels.app.value"), Some("web".into()));
+        assert_eq!(get("kubernetes.annotations.team"), Some("payments".into()));
+        // No annotations on events unless asked for.
+        assert!(
+            json(&m[0].fields)["kubernetes"]
+                .get("annotations")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn node_namespace_and_deployment_metadata_are_added_as_elastic_adds_them() {
+        let mut p = pod();
+        p.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("pod-template-hash".into(), "7d9f".into());
+        p.metadata.owner_references.as_mut().unwrap()[0].name = "web-7d9f".into();
+        let node_labels = std::collections::BTreeMap::from([(
+            "topology.kubernetes.io/zone".to_string(),
+            "z1".to_string(),
+        )]);
+        let ns_labels =
+            std::collections::BTreeMap::from([("team".to_string(), "shop".to_string())]);
+        let s = ProviderSettings {
+            deployment: true,
+            ..ProviderSettings::default()
+        };
+        let m = pod_mappings(
+            &p,
+            &s,
+            Related {
+                node_labels: Some(&node_labels),
+                namespace: Some(NamespaceMeta {
+                    uid: Some("ns-uid"),
+                    labels: Some(&ns_labels),
+                }),
+            },
+        );
+        for v in [json(&m[1].vars), json(&m[1].fields)["kubernetes"].clone()] {
+            assert_eq!(
+                v["node"]["labels"]["topology_kubernetes_io/zone"], "z1",
+                "{v}"
+            );
+            assert_eq!(v["namespace_labels"]["team"], "shop", "{v}");
+            assert_eq!(v["namespace_uid"], "ns-uid", "{v}");
+            assert_eq!(v["deployment"]["name"], "web", "{v}");
+            assert_eq!(v["replicaset"]["name"], "web-7d9f", "{v}");
+        }
+        // Without the hash label (not a Deployment's), no deployment.
+        let m = pod_mappings(&pod(), &s, Related::default());
+        assert!(json(&m[0].vars).get("deployment").is_none());
+    }
+
+    #[test]
+    fn container_ids_need_a_runtime_and_an_id() {
+        assert_eq!(
+            split_container_id("containerd://abc"),
+            Some(("containerd", "abc"))
+        );
+        assert_eq!(split_container_id("cri-o://x"), Some(("cri-o", "x")));
+        for bad in ["abc", "://abc", "docker://", "a://b://c", ""] {
+            assert_eq!(split_container_id(bad), None, "{bad}");
+        }
+    }
+}

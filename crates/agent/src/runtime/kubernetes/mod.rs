@@ -1,0 +1,384 @@
+//! The `kubernetes` dynamic provider: watches the pods of this agent's node
+//! (or of the cluster) and publishes one mapping per pod and per container
+//! (see [`mapping`]); the runtime renders every input that reads
+//! `${kubernetes.…}` once per mapping, so a container-log input exists for
+//! each container while it runs. One list+watch of pods (kube-rs'
+//! watcher, re-listing after the API server expires the watch), a field
+//! selector `spec.nodeName` in node scope; no request per event.
+//!
+//! A deleted pod's mappings stay for `cleanup_timeout`, so its log inputs
+//! read what the container wrote last, then go.
+
+pub mod mapping;
+pub mod settings;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::Api;
+use kube::api::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use leasehold_policy::dynamic::{self, Mapping};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::settings::{ProviderSettings, Scope};
+use crate::kubewatch::{Reflect, reflect};
+use crate::monitor::status::StatusBoard;
+
+/// The provider's name in policies and in `/status` problems.
+pub const PROVIDER: &str = "kubernetes";
+/// How long the first mappings wait for the node's and namespaces' labels.
+const RELATED_SYNC: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The `/status` problem of a provider that cannot watch pods.
+pub const PROVIDER_PROBLEM: &str = "kubernetes provider";
+
+/// The running provider: its mappings as they change.
+pub struct Provider {
+    /// The current mappings, in rendering order.
+    pub mappings: watch::Receiver<Arc<Vec<Mapping>>>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Provider {
+    /// Starts watching with `client`. `node` is the node name used in node
+    /// scope when the settings name none.
+    pub fn start(
+        settings: ProviderSettings,
+        client: kube::Client,
+        node: String,
+        board: StatusBoard,
+    ) -> Provider {
+        let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(settings, client, node, board, tx, stop.clone()));
+        Provider {
+            mappings: rx,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops watching.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// The pods known and those waiting out their cleanup timeout.
+#[derive(Default)]
+struct Pods {
+    by_uid: BTreeMap<String, Pod>,
+    /// Deleted (or gone from a re-list) pods and when their mappings go.
+    leaving: BTreeMap<String, Instant>,
+}
+
+impl Pods {
+    fn upsert(&mut self, pod: Pod) {
+        if let Some(uid) = pod.metadata.uid.clone() {
+            self.leaving.remove(&uid);
+            self.by_uid.insert(uid, pod);
+        }
+    }
+
+    fn leave(&mut self, uid: String, at: Instant) {
+        if self.by_uid.contains_key(&uid) {
+            self.leaving.entry(uid).or_insert(at);
+        }
+    }
+
+    /// Forgets the pods whose cleanup timeout passed; true if any.
+    fn expire(&mut self, now: Instant) -> bool {
+        let due: Vec<String> = self
+            .leaving
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in &due {
+            self.leaving.remove(uid);
+            self.by_uid.remove(uid);
+        }
+        !due.is_empty()
+    }
+
+    fn next_expiry(&self) -> Option<Instant> {
+        self.leaving.values().min().copied()
+    }
+
+    fn mappings(&self, s: &ProviderSettings, related: &RelatedStores) -> Vec<Mapping> {
+        let mut out: Vec<Mapping> = self
+            .by_uid
+            .values()
+            .flat_map(|p| {
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .and_then(|n| related.nodes.as_ref()?.get(&ObjectRef::new(n)));
+                let ns = p
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .and_then(|n| related.namespaces.as_ref()?.get(&ObjectRef::new(n)));
+                mapping::pod_mappings(
+                    p,
+                    s,
+                    mapping::Related {
+                        node_labels: node.as_ref().and_then(|n| n.metadata.labels.as_ref()),
+                        namespace: ns.as_ref().map(|n| mapping::NamespaceMeta {
+                            uid: n.metadata.uid.as_deref(),
+                            labels: n.metadata.labels.as_ref(),
+                        }),
+                    },
+                )
+            })
+            .collect();
+        dynamic::sort(&mut out);
+        out
+    }
+}
+
+/// The node and namespace metadata the mappings carry
+/// (`add_resource_metadata`), each `None` when turned off.
+struct RelatedStores {
+    nodes: Option<Store<PartialObjectMeta<Node>>>,
+    namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
+}
+
+impl RelatedStores {
+    /// Starts the metadata-only watches the settings ask for; `changed`
+    /// hears of every change, so the mappings are published again.
+    fn start(
+        s: &ProviderSettings,
+        client: &kube::Client,
+        node: &str,
+        changed: mpsc::UnboundedSender<()>,
+        stop: &CancellationToken,
+    ) -> RelatedStores {
+        let nodes = s.node_metadata.then(|| {
+            let config = match s.scope {
+                Scope::Node => watcher::Config::default().fields(&format!("metadata.name={node}")),
+                Scope::Cluster => watcher::Config::default(),
+            };
+            follow(
+                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+                config,
+                "nodes",
+                changed.clone(),
+                stop.clone(),
+            )
+        });
+        let namespaces = s.namespace_metadata.then(|| {
+            follow(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                watcher::Config::default(),
+                "namespaces",
+                changed,
+                stop.clone(),
+            )
+        });
+        RelatedStores { nodes, namespaces }
+    }
+}
+
+/// A metadata-only copy of `api`'s objects, driven until `stop`; every
+/// change is told on `changed`.
+fn follow<K>(
+    api: Api<PartialObjectMeta<K>>,
+    config: watcher::Config,
+    kind: &'static str,
+    changed: mpsc::UnboundedSender<()>,
+    stop: CancellationToken,
+) -> Store<PartialObjectMeta<K>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn trim<K: kube::Resource>(o: &mut PartialObjectMeta<K>) {
+        o.metadata.managed_fields = None;
+        o.metadata.annotations = None;
+    }
+    reflect(
+        api,
+        config,
+        trim::<K>,
+        Reflect {
+            what: kind.to_string(),
+            cost: "kubernetes provider: mappings go without these objects' labels (grant list and watch on them, or turn add_resource_metadata off for them)",
+            changed: Some(changed),
+            stop: Some(stop),
+        },
+    )
+}
+
+async fn run(
+    s: ProviderSettings,
+    client: kube::Client,
+    node: String,
+    board: StatusBoard,
+    tx: watch::Sender<Arc<Vec<Mapping>>>,
+    stop: CancellationToken,
+) {
+    let node = s.node.clone().unwrap_or(node);
+    let (changed_tx, mut changed) = mpsc::unbounded_channel();
+    let related = RelatedStores::start(&s, &client, &node, changed_tx, &stop);
+    // The first mappings carry the labels when the watches can tell them
+    // soon (else inputs would start once without, then again with them);
+    // a watch refused (RBAC) does not hold the provider up for long.
+    let ready = async {
+        if let Some(n) = &related.nodes {
+            let _ = n.wait_until_ready().await;
+        }
+        if let Some(n) = &related.namespaces {
+            let _ = n.wait_until_ready().await;
+        }
+    };
+    let _ = tokio::time::timeout(RELATED_SYNC, ready).await;
+    let api: Api<Pod> = match &s.namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let mut config = watcher::Config::default();
+    if s.scope == Scope::Node {
+        config = config.fields(&format!("spec.nodeName={node}"));
+    }
+    tracing::info!(
+        scope = ?s.scope,
+        node = %node,
+        namespace = s.namespace.as_deref().unwrap_or("(all)"),
+        cleanup_timeout_s = s.cleanup_timeout.as_secs_f64(),
+        "kubernetes provider: watching pods",
+    );
+    // What the mappings never read is not kept: the managed fields (often
+    // the larger part of an object) and the last-applied annotation.
+    let stream = watcher::watcher(api, config)
+        .modify(|pod| {
+            pod.metadata.managed_fields = None;
+            if let Some(a) = pod.metadata.annotations.as_mut() {
+                a.remove("kubectl.kubernetes.io/last-applied-configuration");
+            }
+        })
+        .default_backoff();
+    futures_util::pin_mut!(stream);
+    let mut pods = Pods::default();
+    // The uids of a re-list in progress.
+    let mut relisting: Option<BTreeSet<String>> = None;
+    let mut failing = false;
+    let publish = |pods: &Pods| {
+        let next = pods.mappings(&s, &related);
+        tx.send_if_modified(|cur| {
+            if **cur == next {
+                false
+            } else {
+                *cur = Arc::new(next);
+                true
+            }
+        });
+    };
+    loop {
+        let expiry = pods.next_expiry();
+        let event = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = sleep_until(expiry) => {
+                if pods.expire(Instant::now()) {
+                    publish(&pods);
+                }
+                continue;
+            }
+            Some(()) = changed.recv() => {
+                // A node's or namespace's labels changed: once for a burst.
+                while changed.try_recv().is_ok() {}
+                publish(&pods);
+                continue;
+            }
+            ev = stream.next() => ev,
+        };
+        let Some(event) = event else { return };
+        let event = match event {
+            Ok(e) => {
+                if failing {
+                    failing = false;
+                    board.set_problem(PROVIDER_PROBLEM, None);
+                    tracing::info!("kubernetes provider: watching pods again");
+                }
+                e
+            }
+            Err(e) => {
+                // The watcher backs off and retries; the mappings stay.
+                let why = format!(
+                    "cannot watch pods ({}): {e}; inputs reading `${{kubernetes.…}}` keep their last mappings",
+                    match s.scope {
+                        Scope::Node => format!("node {node}"),
+                        Scope::Cluster => "cluster scope".to_string(),
+                    }
+                );
+                if !failing {
+                    tracing::warn!("{why}");
+                }
+                failing = true;
+                board.set_problem(PROVIDER_PROBLEM, Some((why, false)));
+                continue;
+            }
+        };
+        match event {
+            Event::Init => relisting = Some(BTreeSet::new()),
+            Event::InitApply(pod) => {
+                if let (Some(seen), Some(uid)) = (relisting.as_mut(), pod.metadata.uid.clone()) {
+                    seen.insert(uid);
+                }
+                pods.upsert(pod);
+            }
+            Event::InitDone => {
+                // Pods the re-list did not return were deleted meanwhile.
+                if let Some(seen) = relisting.take() {
+                    let at = Instant::now() + s.cleanup_timeout;
+                    let gone: Vec<String> = pods
+                        .by_uid
+                        .keys()
+                        .filter(|u| !seen.contains(*u))
+                        .cloned()
+                        .collect();
+                    for uid in gone {
+                        pods.leave(uid, at);
+                    }
+                }
+                publish(&pods);
+            }
+            Event::Apply(pod) => {
+                pods.upsert(pod);
+                publish(&pods);
+            }
+            Event::Delete(pod) => {
+                if let Some(uid) = pod.metadata.uid.clone() {
+                    // The last state (final container ids) is what stays.
+                    pods.upsert(pod);
+                    pods.leave(uid, Instant::now() + s.cleanup_timeout);
+                    publish(&pods);
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,247 @@
+//! The `kubernetes` provider on the real control plane, without a kubelet:
+//! Pods bound to a node name by their spec (they stay `Pending`), created
+//! and deleted in bursts. The inputs that read `${kubernetes.pod.*}` follow
+//! them — one per Pod, none left after they go — and the agent's memory
+//! returns to where it was.
+
+mod agents;
+
+use std::time::{Duration, Instant};
+
+use agents::docs::rss_kib;
+use agents::*;
+use anyhow::{Context, Result};
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use leasehold_testkit::{ControlPlane, objects};
+use serde_json::json;
+
+/// Pods per burst.
+const BURST: usize = 200;
+/// Bursts.
+const ROUNDS: usize = 3;
+/// The provider's `cleanup_timeout` in this test.
+const CLEANUP_S: u64 = 1;
+
+/// Ids of the running inputs rendered from the provider.
+fn dynamic_inputs(agent: &AgentProc) -> Result<Vec<String>> {
+    Ok(agent.status()?["inputs"]["running"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["id"].as_str())
+        .filter(|id| id.starts_with("pod-"))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Waits until `count` dynamic inputs run, within `within`.
+async fn wait_inputs(agent: &AgentProc, count: usize, within: Duration) -> Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let n = dynamic_inputs(agent)?.len();
+        if n == count {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{n} inputs run, {count} expected; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let ns = plane.namespace("churn").await?;
+    let ns = ns.name().to_string();
+    let node = format!("{ns}-node");
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "pod-reader"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "pod-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
+    ] {
+        objects::create(&admin, Some(&ns), object).await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "providers:\n  kubernetes: {{node: {node}, namespace: {ns}, cleanup_timeout: {CLEANUP_S}s}}\noutputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: pod-${{kubernetes.pod.name}}\n    type: filestream\n    paths: ['{}/${{kubernetes.pod.uid}}/*.log']\n",
+            out.display(),
+            dir.path().join("none").display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    wait_inputs(&agent, 0, Duration::from_secs(10)).await?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    // One burst first, so what the runtime keeps for good (allocator
+    // pools, the watch's buffers) is in the baseline.
+    let mut baseline = None;
+    let mut rss = Vec::new();
+    for round in 0..=ROUNDS {
+        let names: Vec<String> = (0..BURST).map(|i| format!("p{round}-{i}")).collect();
+        futures_util::stream::iter(names.iter().cloned())
+            .map(|name| {
+                let admin = admin.clone();
+                let ns = ns.clone();
+                let node = node.clone();
+                async move {
+                    objects::create(
+                        &admin,
+                        Some(&ns),
+                        json!({"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": name, "labels": {"burst": round.to_string()}},
+                               "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                                        "containers": [{"name": "c", "image": "none"}]}}),
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<_>>()
+            .await?;
+        wait_inputs(&agent, BURST, Duration::from_secs(60)).await?;
+        // At once: without a kubelet nothing would finish a graceful delete.
+        pods.delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default(),
+        )
+        .await?;
+        // Gone after the cleanup timeout (a delete notice per Pod, then the
+        // timeout, then the reconcile): bounded by the timeout with margin.
+        wait_inputs(&agent, 0, Duration::from_secs(CLEANUP_S + 30)).await?;
+        let kib = rss_kib(agent.pid())?;
+        rss.push(kib);
+        baseline.get_or_insert(kib);
+    }
+    let baseline = baseline.context("a first burst")?;
+    let last = *rss.last().context("bursts")?;
+    println!(
+        "provider churn: {ROUNDS} bursts of {BURST} pods after a warm-up; RSS after each: {rss:?} KiB"
+    );
+    // Nothing accumulates per Pod that came and went: the last burst ends
+    // within a quarter of the first's footprint (allocator noise), not
+    // hundreds of Pods' worth higher.
+    assert!(
+        last <= baseline + baseline / 4,
+        "RSS grew from {baseline} KiB to {last} KiB over {ROUNDS} bursts: {rss:?}"
+    );
+    // No series of an input that is gone stays in /metrics (they would
+    // grow with every Pod ever seen), once the stopped inputs ended.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = agent.get("/metrics")?.1;
+        let left: Vec<&str> = metrics.lines().filter(|l| l.contains("pod-p")).collect();
+        if left.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} series of gone inputs, e.g. {:?}",
+            left.len(),
+            &left[..left.len().min(3)]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The agent says nothing is wrong.
+    let status = agent.status()?;
+    assert!(
+        status["problems"].as_array().is_some_and(|p| p.is_empty()),
+        "{status}"
+    );
+    Ok(())
+}
+
+/// `add_resource_metadata` (node and namespace on by default, `deployment`
+/// asked for): an input rendered from a Pod's mapping writes events with
+/// its node's and namespace's labels, the namespace's uid, and the
+/// Deployment's name, as Elastic Agent adds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mappings_carry_the_labels_of_the_pods_node_and_namespace() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let suffix = format!("{:04x}", std::process::id() % 0xffff);
+    let ns = format!("related-{suffix}");
+    let node = format!("related-node-{suffix}");
+    let k = 2;
+    for (object, scope) in [
+        (
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": ns, "labels": {"team": "shop"}}}),
+            None,
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+            Some(ns.as_str()),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "z1"}}}),
+            None,
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web-5d8f-abcde",
+                                "labels": {"app": "web", "pod-template-hash": "5d8f"},
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                     "name": "web-5d8f", "uid": "0b1c5a52-6f0e-4c1e-9d55-2a1f6c0d9e12",
+                                                     "controller": true}]},
+                   "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                            "containers": [{"name": "c", "image": "none"}]}}),
+            Some(ns.as_str()),
+        ),
+    ] {
+        objects::create(&admin, scope, object).await?;
+    }
+    agents::access::grant_metadata_reads(plane, k).await?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "providers:\n  kubernetes: {{node: {node}, namespace: {ns}, add_resource_metadata: {{deployment: true}}}}\noutputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: pod-${{kubernetes.pod.name}}\n    type: exec\n    command: [sh, -c, 'echo hello; exec sleep 600']\n",
+            out.display(),
+        ),
+    )?;
+    let _agent = AgentProc::start(&policy, &plane.agent_kubeconfig(k), k, "default", &out)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let event = loop {
+        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+        let found = complete_lines(&text)
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|e| e["kubernetes"]["node"]["labels"].is_object());
+        if let Some(e) = found {
+            break e;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "no event with the node's labels: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let k8s = &event["kubernetes"];
+    assert_eq!(
+        k8s["node"]["labels"]["topology_kubernetes_io/zone"], "z1",
+        "{event}"
+    );
+    assert_eq!(k8s["namespace_labels"]["team"], "shop", "{event}");
+    assert!(k8s["namespace_uid"].is_string(), "{event}");
+    assert_eq!(k8s["deployment"]["name"], "web", "{event}");
+    assert_eq!(k8s["replicaset"]["name"], "web-5d8f", "{event}");
+    assert_eq!(k8s["labels"]["app"], "web", "{event}");
+    Ok(())
+}

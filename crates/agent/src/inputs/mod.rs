@@ -123,6 +123,8 @@ pub struct InputSpec {
     pub input: Arc<dyn Input>,
     /// Settings it ignores (Elastic settings this version does not use).
     pub warnings: Vec<Problem>,
+    /// Its `processors` and its streams', when it has any.
+    pub processors: Option<Arc<crate::pipeline::processing::InputProcessors>>,
 }
 
 /// Builds an input from its rendered settings, or lists every problem.
@@ -224,6 +226,19 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             None
         }
     };
+    let processing = crate::pipeline::processing::read(config, &data_stream.dataset);
+    problems.extend(
+        processing
+            .warnings
+            .into_iter()
+            .map(|(at, w)| Problem::warning(&at, w)),
+    );
+    problems.extend(
+        processing
+            .errors
+            .into_iter()
+            .map(|(at, e)| Problem::new(&at, e)),
+    );
     match input {
         Some(input) if problems.iter().all(|p| p.warning) => Ok(InputSpec {
             type_name,
@@ -231,6 +246,7 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             data_stream,
             input,
             warnings: problems,
+            processors: processing.processors,
         }),
         _ => Err(problems),
     }

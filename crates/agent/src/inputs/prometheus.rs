@@ -21,8 +21,9 @@ use super::{Input, InputContext};
 
 /// Keys of a `prometheus/metrics` stream (or of the input itself when it
 /// has no `streams`).
-pub const STREAM_KEYS: [&str; 19] = [
+pub const STREAM_KEYS: [&str; 20] = [
     "metricsets",
+    "add_metadata",
     "hosts",
     "metrics_path",
     "period",
@@ -45,13 +46,9 @@ pub const STREAM_KEYS: [&str; 19] = [
 
 /// Metricsets of Elastic's `prometheus` and `kubernetes` modules that this
 /// version does not have: a stream naming one skips it, with a warning.
-pub const ELASTIC_METRICSETS: [&str; 8] = [
+pub const ELASTIC_METRICSETS: [&str; 4] = [
     "query",
     "remote_write",
-    "controllermanager",
-    "event",
-    "proxy",
-    "scheduler",
     "state_horizontalpodautoscaler",
     "state_pvc",
 ];
@@ -222,6 +219,17 @@ pub fn read_streams(
         };
         let data_stream = DataStream::read_map(m, &base, &mut p);
         let dataset_per_metricset = data_stream.dataset == base.dataset && sets.len() > 1;
+        let add_metadata = match m.get("add_metadata") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                p.push(Problem::new(
+                    "add_metadata",
+                    format!("must be true or false, found {}", other.type_name()),
+                ));
+                false
+            }
+        };
         push_with_prefix(out, prefix, p);
         streams.push(Stream {
             urls,
@@ -233,6 +241,7 @@ pub fn read_streams(
             metricsets: sets,
             include,
             exclude,
+            add_metadata,
         });
     }
     streams

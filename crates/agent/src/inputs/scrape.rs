@@ -87,6 +87,9 @@ pub struct Stream {
     pub include: Vec<Regex>,
     /// `metrics_filters.exclude`.
     pub exclude: Vec<Regex>,
+    /// `add_metadata`: documents get their pod's, node's and namespace's
+    /// labels (see `kubernetes::metadata`).
+    pub add_metadata: bool,
 }
 
 impl PartialEq for Stream {
@@ -259,19 +262,29 @@ pub async fn run_streams(
         health: ctx.health.clone(),
         now: Arc::default(),
     };
-    for stream in streams {
+    // Each metricset's sink, by stream.
+    let with_sinks: Vec<(Stream, Vec<(EventSink, String)>)> = streams
+        .into_iter()
+        .map(|stream| {
+            let sinks = stream
+                .metricsets
+                .iter()
+                .map(|ms| {
+                    let mut ds = stream.data_stream.clone();
+                    if stream.dataset_per_metricset {
+                        ds.dataset = format!("{}.{}", ms.module(), ms.name());
+                    }
+                    (ctx.sink.with_data_stream(&ds), ds.dataset)
+                })
+                .collect();
+            (stream, sinks)
+        })
+        .collect();
+    for (stream, sinks) in share_fetches(with_sinks) {
         let fetcher = Fetcher::new(&stream.http, stream.timeout)?;
-        let sinks: Vec<(EventSink, String)> = stream
-            .metricsets
-            .iter()
-            .map(|ms| {
-                let mut ds = stream.data_stream.clone();
-                if stream.dataset_per_metricset {
-                    ds.dataset = format!("{}.{}", ms.module(), ms.name());
-                }
-                (ctx.sink.with_data_stream(&ds), ds.dataset)
-            })
-            .collect();
+        let metadata = stream
+            .add_metadata
+            .then(|| super::kubernetes::metadata::shared(ctx.cluster.kubeconfig.clone()));
         for url in stream.urls.clone() {
             tasks.spawn(run_url(
                 input_id.clone(),
@@ -281,12 +294,49 @@ pub async fn run_streams(
                 sinks.clone(),
                 ctx.cancel.clone(),
                 failing.clone(),
+                metadata.clone(),
             ));
         }
     }
     ctx.cancel.cancelled().await;
     tasks.shutdown().await;
     Ok(())
+}
+
+/// Streams of one input that fetch the same URLs the same way (period,
+/// timeout, TLS and token, filters, `add_metadata`) become one: one fetch
+/// and one parse per period serve all their metricsets, each still going
+/// to its own data stream. Elastic's policies give every metricset a
+/// stream of its own (fifteen `state_*` streams on one kube-state-metrics),
+/// and their periods are aligned on the wall clock: separately they would
+/// fetch and parse the same exposition fifteen times at the same moment.
+fn share_fetches(
+    streams: Vec<(Stream, Vec<(EventSink, String)>)>,
+) -> Vec<(Stream, Vec<(EventSink, String)>)> {
+    fn same_fetch(a: &Stream, b: &Stream) -> bool {
+        let patterns = |r: &[Regex]| r.iter().map(|x| x.as_str().to_string()).collect::<Vec<_>>();
+        a.urls == b.urls
+            && a.period == b.period
+            && a.timeout == b.timeout
+            && a.http == b.http
+            && a.add_metadata == b.add_metadata
+            && patterns(&a.include) == patterns(&b.include)
+            && patterns(&a.exclude) == patterns(&b.exclude)
+            // The kubelet's summary and a Prometheus exposition are read
+            // differently.
+            && a.metricsets.first().map(|m| m.body()) == b.metricsets.first().map(|m| m.body())
+    }
+    let mut out: Vec<(Stream, Vec<(EventSink, String)>)> = Vec::new();
+    for (stream, sinks) in streams {
+        match out.iter_mut().find(|(s, _)| same_fetch(s, &stream)) {
+            Some((shared, shared_sinks)) => {
+                shared.metricsets.extend(stream.metricsets);
+                shared_sinks.extend(sinks);
+            }
+            None => out.push((stream, sinks)),
+        }
+    }
+    out
 }
 
 /// The targets of one input whose last fetch failed: the input shows as
@@ -334,6 +384,7 @@ fn is_read(read: Option<&[&str]>, name: &str) -> bool {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_url(
     input_id: String,
     stream: Stream,
@@ -342,6 +393,7 @@ async fn run_url(
     sinks: Vec<(EventSink, String)>,
     cancel: tokio_util::sync::CancellationToken,
     targets: FailingTargets,
+    metadata: Option<Arc<super::kubernetes::metadata::Metadata>>,
 ) {
     let period_ms = stream.period.as_millis() as u64;
     // A scrape builds only the families kept by `metrics_filters` and
@@ -414,6 +466,9 @@ async fn run_url(
             for doc in docs {
                 let id = document_id(&[&input_id, ms.name(), &url, &doc.object, &at.to_string()]);
                 let mut fields = doc.fields;
+                if let Some(m) = &metadata {
+                    m.enrich(&mut fields);
+                }
                 fields.insert(
                     "metricset".into(),
                     serde_json::json!({"name": ms.name(), "period": period_ms}),

@@ -103,9 +103,10 @@ fn check_keys(map: &Map, known: &[&str], type_name: &str, lenient: bool, out: &m
     }
 }
 
-/// Keys every input may have. `meta` is Elastic's record of the
-/// integration package an input came from: kept, never acted on.
-pub const COMMON_KEYS: [&str; 10] = [
+/// Keys every input (and stream) may have. `meta` is Elastic's record of
+/// the integration package an input came from: kept, never acted on;
+/// `processors` run in the pipeline (see `pipeline::processing`).
+pub const COMMON_KEYS: [&str; 11] = [
     "id",
     "type",
     "use_output",
@@ -116,6 +117,7 @@ pub const COMMON_KEYS: [&str; 10] = [
     "data_stream.namespace",
     "condition",
     "enabled",
+    "processors",
 ];
 
 /// `data_stream.{type,dataset,namespace}`: where the input's events go.

@@ -1,10 +1,15 @@
 //! `kubernetes/metrics`: Metricbeat's `kubernetes` module. The `state_*`
 //! metricsets read kube-state-metrics; `apiserver` reads the API server's
-//! own `/metrics`. Streams, periods, TLS and filters work as for
-//! `prometheus/metrics`.
+//! own `/metrics`; the kubelet's read its `/stats/summary`. Streams,
+//! periods, TLS and filters work as for `prometheus/metrics`. A stream with
+//! the `event` metricset watches Events instead, with the implementation
+//! (checkpoint, ids) of `kubernetes/events`.
 
 pub mod apiserver;
+mod components;
 mod kubelet;
+pub mod metadata;
+mod resources;
 pub mod state;
 mod state_tables;
 
@@ -22,13 +27,104 @@ use super::{Input, InputContext};
 pub struct KubernetesMetrics {
     /// The input's id (part of every document id).
     pub id: String,
-    /// Its streams.
+    /// Its scraped streams.
     pub streams: Vec<Stream>,
+    /// Its `event` stream: the Events watch and where its documents go.
+    pub events: Option<(Arc<crate::inputs::events::Events>, DataStream)>,
+}
+
+/// Takes the `event` metricset out of `map`'s streams: the stream's data
+/// stream (default `metrics` / `kubernetes.event`) and namespace, and the
+/// map left for the scraped metricsets.
+fn split_event_stream(
+    map: &Map,
+    input_ds: &DataStream,
+    out: &mut Vec<Problem>,
+) -> (Map, Option<(DataStream, Vec<String>)>) {
+    use leasehold_policy::Value;
+    let names = |m: &Map| -> Vec<String> {
+        match m.get("metricsets") {
+            Some(Value::List(l)) => l
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Str(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+            Some(Value::Str(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    };
+    let mut found = None;
+    let mut rest = map.clone();
+    let Some(Value::List(streams)) = map.get("streams") else {
+        return (rest, None);
+    };
+    let mut kept = Vec::new();
+    for (i, s) in streams.iter().enumerate() {
+        let Value::Map(m) = s else {
+            kept.push(s.clone());
+            continue;
+        };
+        let n = names(m);
+        if !n.iter().any(|x| x == "event") {
+            kept.push(s.clone());
+            continue;
+        }
+        if found.is_some() {
+            out.push(
+                Problem::new(
+                    &format!("streams.{i}.metricsets"),
+                    "a second stream with the `event` metricset: one watch of Events per input",
+                )
+                .hint("keep one `event` stream"),
+            );
+            continue;
+        }
+        let ds_map = match m.get("data_stream") {
+            Some(Value::Map(d)) => Some(d),
+            _ => None,
+        };
+        let field = |k: &str| {
+            ds_map
+                .and_then(|d| d.get(k))
+                .or_else(|| m.get(&format!("data_stream.{k}")))
+                .and_then(|v| match v {
+                    Value::Str(s) if !s.is_empty() => Some(s.clone()),
+                    _ => None,
+                })
+        };
+        let ds = DataStream {
+            kind: field("type").unwrap_or_else(|| "metrics".into()),
+            dataset: field("dataset").unwrap_or_else(|| "kubernetes.event".into()),
+            namespace: field("namespace").unwrap_or_else(|| input_ds.namespace.clone()),
+        };
+        let namespaces = match m.get("namespace") {
+            Some(Value::Str(ns)) if !ns.is_empty() => vec![ns.clone()],
+            _ => Vec::new(),
+        };
+        found = Some((ds, namespaces));
+        let others: Vec<Value> = n
+            .into_iter()
+            .filter(|x| x != "event")
+            .map(Value::Str)
+            .collect();
+        if !others.is_empty() {
+            let mut m = m.clone();
+            m.insert("metricsets", Value::List(others));
+            kept.push(Value::Map(m));
+        }
+    }
+    rest.insert("streams", Value::List(kept));
+    (rest, found)
 }
 
 fn metricset(name: &str) -> Option<Arc<dyn Metricset>> {
     if name == "apiserver" {
         return Some(Arc::new(apiserver::ApiServer));
+    }
+    if let Some(c) = components::Component::named(name) {
+        return Some(Arc::new(c));
     }
     if let Some(k) = kubelet::Kubelet::named(name) {
         return Some(Arc::new(k));
@@ -48,9 +144,30 @@ impl KubernetesMetrics {
         let mut keys: Vec<&str> = STREAM_KEYS.to_vec();
         keys.push("streams");
         unknown_keys_lenient(map, &keys, "kubernetes/metrics", out);
+        let (map, event) = split_event_stream(map, ds, out);
+        let map = &map;
+        let events = event.map(|(ds, namespaces)| {
+            (
+                Arc::new(crate::inputs::events::Events {
+                    id: id.to_string(),
+                    namespaces,
+                }),
+                ds,
+            )
+        });
+        if events.is_some()
+            && matches!(map.get("streams"), Some(leasehold_policy::Value::List(l)) if l.is_empty())
+        {
+            return (out.len() == before).then(|| KubernetesMetrics {
+                id: id.to_string(),
+                streams: Vec::new(),
+                events,
+            });
+        }
         let allowed = format!(
-            "{}, apiserver, {}",
+            "{}, apiserver, event, {}, {}",
             state::names().join(", "),
+            components::COMPONENTS.join(", "),
             kubelet::KUBELET_METRICSETS.join(", ")
         );
         let schema = StreamSchema {
@@ -65,6 +182,7 @@ impl KubernetesMetrics {
             KubernetesMetrics {
                 id: id.to_string(),
                 streams,
+                events,
             }
         })
     }
@@ -72,10 +190,31 @@ impl KubernetesMetrics {
 
 impl Input for KubernetesMetrics {
     fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>> {
-        Box::pin(scrape::run_streams(
-            self.id.clone(),
-            self.streams.clone(),
-            ctx,
-        ))
+        let Some((events, ds)) = self.events.clone() else {
+            return Box::pin(scrape::run_streams(
+                self.id.clone(),
+                self.streams.clone(),
+                ctx,
+            ));
+        };
+        let events_ctx = InputContext {
+            sink: ctx.sink.with_data_stream(&ds),
+            cancel: ctx.cancel.clone(),
+            stop_grace: ctx.stop_grace,
+            cluster: ctx.cluster.clone(),
+            registries: Arc::clone(&ctx.registries),
+            health: ctx.health.clone(),
+        };
+        if self.streams.is_empty() {
+            return events.run(events_ctx);
+        }
+        let scrapes = scrape::run_streams(self.id.clone(), self.streams.clone(), ctx);
+        Box::pin(async move {
+            // Either failing ends the input (restarted with backoff).
+            tokio::select! {
+                r = scrapes => r,
+                r = events.run(events_ctx) => r,
+            }
+        })
     }
 }

@@ -6,18 +6,45 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::proc::{self, CpuTicks};
+use super::process::ProcessOptions;
 
 /// Metricsets this input runs.
-pub const METRICSETS: [&str; 8] = [
+pub const METRICSETS: [&str; 11] = [
     "cpu",
     "load",
     "memory",
     "network",
     "filesystem",
+    "fsstat",
     "diskio",
+    "process",
     "process_summary",
+    "socket_summary",
     "uptime",
 ];
+
+/// What a stream asked for beyond its metricsets.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options {
+    /// `process` settings.
+    pub process: ProcessOptions,
+    /// `network.interfaces`: only these (empty: all).
+    pub interfaces: Vec<String>,
+    /// `diskio.include_devices`: only these (empty: all).
+    pub devices: Vec<String>,
+    /// `filesystem.ignore_types`: file system types left out of
+    /// `filesystem` and `fsstat` (besides those without a device).
+    pub ignore_types: Vec<String>,
+}
+
+/// What one metricset keeps between periods.
+#[derive(Debug, Default)]
+pub struct Previous {
+    /// The previous CPU reading (`cpu`).
+    pub cpu: Option<CpuTicks>,
+    /// The previous process reading (`process`).
+    pub process: super::process::Previous,
+}
 
 /// Reads the host under `root` (`/`, or `/hostfs` where a DaemonSet mounts
 /// the host's root).
@@ -49,13 +76,15 @@ impl Host {
         proc::cpu(&text).ok_or_else(|| "proc/stat: no `cpu` line".to_string())
     }
 
-    /// The documents of `metricset`; `prev_cpu` is the previous CPU reading
-    /// (`cpu` needs two).
+    /// The documents of `metricset`; `prev` holds what the previous
+    /// reading left (`cpu` and `process` need two).
     pub fn documents(
         &self,
         metricset: &str,
-        prev_cpu: &mut Option<CpuTicks>,
+        prev: &mut Previous,
+        opts: &Options,
     ) -> Result<Vec<Doc>, String> {
+        let prev_cpu = &mut prev.cpu;
         let one = |fields: Value| {
             Ok(vec![Doc {
                 object: String::new(),
@@ -89,6 +118,7 @@ impl Host {
             "memory" => one(memory_fields(&proc::meminfo(&self.read("proc/meminfo")?))),
             "network" => Ok(proc::net_dev(&self.read("proc/net/dev")?)
                 .into_iter()
+                .filter(|i| opts.interfaces.is_empty() || opts.interfaces.contains(&i.name))
                 .map(|i| Doc {
                     object: i.name.clone(),
                     fields: object(json!({"system": {"network": {
@@ -100,6 +130,7 @@ impl Host {
                 .collect()),
             "diskio" => Ok(proc::diskstats(&self.read("proc/diskstats")?)
                 .into_iter()
+                .filter(|d| opts.devices.is_empty() || opts.devices.contains(&d.name))
                 .map(|d| Doc {
                     object: d.name.clone(),
                     fields: object(json!({"system": {"diskio": {
@@ -110,7 +141,10 @@ impl Host {
                     }}})),
                 })
                 .collect()),
-            "filesystem" => self.filesystems(),
+            "filesystem" => self.filesystems(&opts.ignore_types),
+            "fsstat" => one(fsstat(&self.filesystems(&opts.ignore_types)?)),
+            "process" => self.processes(&mut prev.process, &opts.process),
+            "socket_summary" => one(self.socket_summary()?),
             "process_summary" => one(self.process_summary()?),
             "uptime" => {
                 let s = proc::uptime(&self.read("proc/uptime")?).ok_or("proc/uptime: unreadable")?;
@@ -120,7 +154,7 @@ impl Host {
         }
     }
 
-    fn filesystems(&self) -> Result<Vec<Doc>, String> {
+    fn filesystems(&self, ignore_types: &[String]) -> Result<Vec<Doc>, String> {
         // The host's mount table is init's; our own when the root is ours.
         let table = if self.root == Path::new("/") {
             "proc/self/mounts"
@@ -131,7 +165,10 @@ impl Host {
         let mut docs = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for m in proc::mounts(&self.read(table)?) {
-            if nodev.contains(&m.fs_type) || !seen.insert(m.mount_point.clone()) {
+            if nodev.contains(&m.fs_type)
+                || ignore_types.contains(&m.fs_type)
+                || !seen.insert(m.mount_point.clone())
+            {
                 continue;
             }
             let path = self.root.join(m.mount_point.trim_start_matches('/'));
@@ -155,20 +192,129 @@ impl Host {
         Ok(docs)
     }
 
-    fn process_summary(&self) -> Result<Value, String> {
-        let dir = self.root.join("proc");
-        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut counts = [0u64; 7];
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name
-                .to_str()
-                .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    /// The net files of the host's network namespace: init's when the
+    /// root is the host's mount, else ours.
+    fn net_file(&self, name: &str) -> String {
+        let dir = if self.root == Path::new("/") {
+            "proc/net"
+        } else {
+            "proc/1/net"
+        };
+        self.read(&format!("{dir}/{name}")).unwrap_or_default()
+    }
+
+    fn socket_summary(&self) -> Result<Value, String> {
+        let tcp4 = self.net_file("tcp");
+        if tcp4.is_empty() {
+            return Err("proc/net/tcp: unreadable".into());
+        }
+        let (a, n4) = proc::tcp_states(&tcp4);
+        let (b, n6) = proc::tcp_states(&self.net_file("tcp6"));
+        let st: Vec<u64> = a.iter().zip(b.iter()).map(|(x, y)| x + y).collect();
+        let udp =
+            proc::socket_lines(&self.net_file("udp")) + proc::socket_lines(&self.net_file("udp6"));
+        let (orphan, tcp_mem, udp_mem) = proc::sockstat(&self.net_file("sockstat"));
+        let page = page_size();
+        let tcp = n4 + n6;
+        Ok(json!({"system": {"socket": {"summary": {
+            "all": {"count": tcp + udp, "listening": st[9]},
+            "tcp": {
+                "memory": tcp_mem * page,
+                "all": {
+                    "count": tcp, "listening": st[9], "established": st[0],
+                    "syn_sent": st[1], "syn_recv": st[2], "fin_wait1": st[3],
+                    "fin_wait2": st[4], "time_wait": st[5], "close": st[6],
+                    "close_wait": st[7], "last_ack": st[8], "closing": st[10],
+                    "orphan": orphan,
+                },
+            },
+            "udp": {"memory": udp_mem * page, "all": {"count": udp}},
+        }}}}))
+    }
+
+    fn processes(
+        &self,
+        prev: &mut super::process::Previous,
+        opts: &ProcessOptions,
+    ) -> Result<Vec<Doc>, String> {
+        use super::process;
+        let stat = self.read("proc/stat")?;
+        let (ticks, cores) = proc::cpu(&stat).ok_or("proc/stat: no `cpu` line")?;
+        let boot_time = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mem_total = proc::meminfo(&self.read("proc/meminfo").unwrap_or_default())
+            .get("MemTotal")
+            .copied()
+            .unwrap_or(0);
+        let mut procs = Vec::new();
+        for at in self.process_dirs()? {
+            // A process may end between the listing and the reads.
+            let Some(stat) = std::fs::read_to_string(at.join("stat"))
+                .ok()
+                .and_then(|t| process::parse_stat(&t))
             else {
                 continue;
             };
+            let cmdline = std::fs::read(at.join("cmdline"))
+                .map(|b| {
+                    b.split(|c| *c == 0)
+                        .filter(|a| !a.is_empty())
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            procs.push(process::Proc {
+                stat,
+                cmdline,
+                uid: std::fs::read_to_string(at.join("status"))
+                    .ok()
+                    .and_then(|s| process::uid(&s)),
+                fd_open: std::fs::read_dir(at.join("fd"))
+                    .ok()
+                    .map(|d| d.count() as u64),
+                share_pages: std::fs::read_to_string(at.join("statm"))
+                    .ok()
+                    .and_then(|s| process::share_pages(&s)),
+            });
+        }
+        let users = process::users(&self.read("etc/passwd").unwrap_or_default());
+        let machine = process::Machine {
+            total_ticks: ticks.total(),
+            cores,
+            mem_total,
+            page_size: page_size(),
+            ticks_per_second: ticks_per_second(),
+            boot_time,
+        };
+        Ok(process::documents(procs, machine, opts, prev, &users)
+            .into_iter()
+            .map(|(object, fields)| Doc { object, fields })
+            .collect())
+    }
+
+    /// `proc/<pid>` of every process listed now.
+    fn process_dirs(&self) -> Result<Vec<PathBuf>, String> {
+        let dir = self.root.join("proc");
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .map(|e| e.path())
+            .collect())
+    }
+
+    fn process_summary(&self) -> Result<Value, String> {
+        let mut counts = [0u64; 7];
+        for at in self.process_dirs()? {
             // A process may end between the listing and the read.
-            let Ok(stat) = std::fs::read_to_string(dir.join(pid).join("stat")) else {
+            let Ok(stat) = std::fs::read_to_string(at.join("stat")) else {
                 continue;
             };
             let i = match proc::process_state(&stat) {
@@ -239,6 +385,36 @@ pub fn memory_fields(m: &std::collections::BTreeMap<String, u64>) -> Value {
         "actual": {"free": available, "used": {"bytes": actual_used, "pct": ratio(actual_used, total)}},
         "swap": {"total": swap_total, "free": swap_free, "used": {"bytes": swap_used, "pct": ratio(swap_used, swap_total)}},
     }}})
+}
+
+/// `system.fsstat.*`: the `filesystem` documents summed up.
+fn fsstat(filesystems: &[Doc]) -> Value {
+    let (mut total, mut free, mut used, mut files) = (0u64, 0u64, 0u64, 0u64);
+    for d in filesystems {
+        let f = &d.fields["system"]["filesystem"];
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        total += n(&f["total"]);
+        free += n(&f["free"]);
+        used += n(&f["used"]["bytes"]);
+        files += n(&f["files"]);
+    }
+    json!({"system": {"fsstat": {
+        "count": filesystems.len(),
+        "total_files": files,
+        "total_size": {"total": total, "free": free, "used": used},
+    }}})
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 { v as u64 } else { 4096 }
+}
+
+fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if v > 0 { v as u64 } else { 100 }
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {
@@ -328,16 +504,20 @@ mod tests {
         };
         let host = Host::new(root.path());
         stat(100);
-        let mut prev = Some(host.cpu_ticks().unwrap().0);
+        let mut prev = Previous {
+            cpu: Some(host.cpu_ticks().unwrap().0),
+            ..Previous::default()
+        };
+        let opts = Options::default();
         // Read again within the same tick: nothing, and the older reading stays.
-        assert!(host.documents("cpu", &mut prev).unwrap().is_empty());
-        assert_eq!(prev.map(|p| p.user), Some(100));
+        assert!(host.documents("cpu", &mut prev, &opts).unwrap().is_empty());
+        assert_eq!(prev.cpu.map(|p| p.user), Some(100));
         stat(300);
-        let docs = host.documents("cpu", &mut prev).unwrap();
+        let docs = host.documents("cpu", &mut prev, &opts).unwrap();
         assert_eq!(docs.len(), 1);
         let user = &docs[0].fields["system"]["cpu"]["user"]["norm"]["pct"];
         assert!((user.as_f64().unwrap() - 1.0).abs() < 1e-9, "{user}");
-        assert_eq!(prev.map(|p| p.user), Some(300));
+        assert_eq!(prev.cpu.map(|p| p.user), Some(300));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod metricsets;
 mod proc;
+mod process;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,17 +22,143 @@ use super::scrape::duration;
 use super::settings::{DataStream, Problem, unknown_keys_lenient, unresolved};
 use super::{Input, InputContext};
 use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
-pub use metricsets::{Host, METRICSETS};
+pub use metricsets::{Host, METRICSETS, Options, Previous};
+use process::ProcessOptions;
 
 /// Keys of a stream (and of the input, where streams are not used).
 const KEYS: [&str; 5] = ["metricsets", "period", "system.hostfs", "hostfs", "system"];
 /// Metricbeat's default `period`.
 const DEFAULT_PERIOD: Duration = Duration::from_secs(10);
 
+/// Settings of Metricbeat's `system` module read by their first part:
+/// `process.include_top_n.by_cpu`, `process: {include_top_n: …}`, ….
+const OPTION_ROOTS: [&str; 7] = [
+    "processes",
+    "process",
+    "cpu",
+    "core",
+    "network",
+    "diskio",
+    "filesystem",
+];
+
+/// The value at dotted `path` in `m`, written flat (`a.b: 1`), nested
+/// (`a: {b: 1}`) or mixed.
+fn lookup<'a>(m: &'a Map, path: &str) -> Option<&'a Value> {
+    if let Some(v) = m.get(path) {
+        return Some(v);
+    }
+    let mut at = 0;
+    while let Some(i) = path[at..].find('.') {
+        let (head, rest) = (&path[..at + i], &path[at + i + 1..]);
+        if let Some(Value::Map(inner)) = m.get(head)
+            && let Some(v) = lookup(inner, rest)
+        {
+            return Some(v);
+        }
+        at += i + 1;
+    }
+    None
+}
+
+/// A list of names (one name alone counts as a list of one).
+fn names(m: &Map, key: &str, out: &mut Vec<Problem>) -> Vec<String> {
+    match lookup(m, key) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Str(s)) => vec![s.clone()],
+        Some(Value::List(items)) => items
+            .iter()
+            .filter_map(|v| match v {
+                Value::Str(s) => Some(s.clone()),
+                other => {
+                    out.push(Problem::new(
+                        key,
+                        format!(
+                            "must be a list of strings, found {} in it",
+                            other.type_name()
+                        ),
+                    ));
+                    None
+                }
+            })
+            .collect(),
+        Some(other) => {
+            out.push(Problem::new(
+                key,
+                format!("must be a list of strings, found {}", other.type_name()),
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// The options of a stream (see [`Options`]).
+fn read_options(m: &Map, out: &mut Vec<Problem>) -> Options {
+    let mut process = ProcessOptions::default();
+    for p in names(m, "processes", out) {
+        match regex::Regex::new(&p) {
+            Ok(r) => process.patterns.push(r),
+            Err(e) => out.push(Problem::new(
+                "processes",
+                format!("`{p}` is not a regular expression: {e}"),
+            )),
+        }
+    }
+    // Metricbeat's `processes: ['.*']` is every process.
+    if process.patterns.iter().any(|r| r.as_str() == ".*") {
+        process.patterns.clear();
+    }
+    let count = |key: &str, out: &mut Vec<Problem>| match lookup(m, key) {
+        None | Some(Value::Null) => None,
+        Some(Value::Int(n)) if *n >= 0 => Some(*n as usize),
+        Some(other) => {
+            out.push(Problem::new(
+                key,
+                format!(
+                    "must be a number of processes, found {}",
+                    other.to_subst_text()
+                ),
+            ));
+            None
+        }
+    };
+    let by_cpu = count("process.include_top_n.by_cpu", out);
+    let by_memory = count("process.include_top_n.by_memory", out);
+    let enabled = !matches!(
+        lookup(m, "process.include_top_n.enabled"),
+        Some(Value::Bool(false))
+    );
+    process.top_n = match (enabled, by_cpu, by_memory) {
+        (false, _, _) => None,
+        (true, None, None) => ProcessOptions::default().top_n,
+        (true, c, mem) => Some((c.unwrap_or(0), mem.unwrap_or(0))),
+    };
+    Options {
+        process,
+        interfaces: names(m, "network.interfaces", out),
+        devices: names(m, "diskio.include_devices", out),
+        ignore_types: names(m, "filesystem.ignore_types", out),
+    }
+}
+
+/// `m` without the keys read by [`read_options`], for the unknown-key check.
+fn without_options(m: &Map) -> Map {
+    m.iter()
+        .filter(|(k, _)| {
+            !OPTION_ROOTS
+                .iter()
+                .any(|r| k.as_str() == *r || k.starts_with(&format!("{r}.")))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// One stream: metricsets read together every `period`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stream {
     pub metricsets: Vec<String>,
+    /// Process selection, interface and device filters.
+    pub options: Options,
     pub period: Duration,
     pub root: PathBuf,
     /// `data_stream.dataset` was written: every metricset goes there;
@@ -59,21 +186,27 @@ impl SystemMetrics {
         let before = out.len();
         let mut keys = KEYS.to_vec();
         keys.push("streams");
-        unknown_keys_lenient(map, &keys, "system/metrics", out);
+        unknown_keys_lenient(&without_options(map), &keys, "system/metrics", out);
         let input_root = hostfs(map, out);
         let mut streams = Vec::new();
         for (prefix, m) in &super::prometheus::stream_maps(map, &[], out) {
             let mut p = Vec::new();
             if !prefix.is_empty() {
-                unknown_keys_lenient(m, &KEYS, "system/metrics", &mut p);
+                unknown_keys_lenient(&without_options(m), &KEYS, "system/metrics", &mut p);
             }
+            // Stream settings over the input's.
+            let mut merged = map.clone();
+            for (k, v) in m.iter() {
+                merged.insert(k.clone(), v.clone());
+            }
+            let options = read_options(&merged, &mut p);
             let names = super::prometheus::metricset_names(m, &METRICSETS.join(", "), &mut p);
             let mut sets = Vec::new();
             for n in names {
                 if METRICSETS.contains(&n.as_str()) {
                     sets.push(n);
                 } else {
-                    // Metricbeat has more (`process`, `socket_summary`, …).
+                    // Metricbeat has more (`core`, `socket`, `entropy`, …).
                     p.push(
                         Problem::warning(
                             "metricsets",
@@ -97,6 +230,7 @@ impl SystemMetrics {
             if !sets.is_empty() {
                 streams.push(Stream {
                     metricsets: sets,
+                    options,
                     period,
                     root,
                     dataset,
@@ -176,7 +310,11 @@ async fn run_stream(
     let host = Host::new(&stream.root);
     let period_ms = stream.period.as_millis() as u64;
     // A first CPU reading now, so the first period already has a delta.
-    let mut prev_cpu = host.cpu_ticks().ok().map(|(t, _)| t);
+    let mut prev = Previous {
+        cpu: host.cpu_ticks().ok().map(|(t, _)| t),
+        ..Previous::default()
+    };
+    let opts = Arc::new(stream.options.clone());
     let sinks: Vec<(String, crate::pipeline::publisher::EventSink, String)> = stream
         .metricsets
         .iter()
@@ -201,22 +339,24 @@ async fn run_stream(
             let reading = {
                 let host = host.clone();
                 let ms = ms.clone();
-                let mut prev = prev_cpu;
+                let opts = Arc::clone(&opts);
+                let mut p = std::mem::take(&mut prev);
                 tokio::task::spawn_blocking(move || {
-                    let docs = host.documents(&ms, &mut prev);
-                    (docs, prev)
+                    let docs = host.documents(&ms, &mut p, &opts);
+                    (docs, p)
                 })
                 .await
             };
             let docs = match reading {
-                Ok((Ok(docs), prev)) => {
-                    prev_cpu = prev;
+                Ok((Ok(docs), p)) => {
+                    prev = p;
                     if failing.remove(ms) {
                         tracing::info!(input = %input_id, metricset = %ms, "reading again");
                     }
                     docs
                 }
-                Ok((Err(e), _)) => {
+                Ok((Err(e), p)) => {
+                    prev = p;
                     if failing.insert(ms.clone()) {
                         tracing::warn!(input = %input_id, metricset = %ms, "cannot read the host: {e}");
                     }

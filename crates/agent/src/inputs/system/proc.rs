@@ -225,9 +225,78 @@ pub fn process_state(stat: &str) -> Option<char> {
     after.split_whitespace().next()?.chars().next()
 }
 
+/// Sockets of `/proc/net/tcp` (and `tcp6`) by state: `[established,
+/// syn_sent, syn_recv, fin_wait1, fin_wait2, time_wait, close, close_wait,
+/// last_ack, listen, closing]`, and the number of lines.
+pub fn tcp_states(text: &str) -> ([u64; 11], u64) {
+    let mut counts = [0u64; 11];
+    let mut all = 0;
+    for line in text.lines().skip(1) {
+        let Some(st) = line.split_whitespace().nth(3) else {
+            continue;
+        };
+        all += 1;
+        if let Ok(n) = u8::from_str_radix(st, 16)
+            && (1..=11).contains(&n)
+        {
+            counts[usize::from(n - 1)] += 1;
+        }
+    }
+    (counts, all)
+}
+
+/// Sockets listed in `/proc/net/udp` (or `udp6`).
+pub fn socket_lines(text: &str) -> u64 {
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .count() as u64
+}
+
+/// `/proc/net/sockstat`: `(TCP orphan, TCP mem pages, UDP mem pages)`.
+pub fn sockstat(text: &str) -> (u64, u64, u64) {
+    let field = |line: &str, key: &str| -> u64 {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.iter()
+            .position(|x| *x == key)
+            .and_then(|i| f.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut out = (0, 0, 0);
+    for line in text.lines() {
+        if line.starts_with("TCP:") {
+            out.0 = field(line, "orphan");
+            out.1 = field(line, "mem");
+        } else if line.starts_with("UDP:") {
+            out.2 = field(line, "mem");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_udp_and_sockstat_count_sockets() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:4A6B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n   1: 0100007F:4A6B 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1\n   2: 0100007F:D2F2 0100007F:4A6B 06 00000000:00000000 03:00000ADF 00000000     0        0 0 3 0\n";
+        let (c, all) = tcp_states(tcp);
+        assert_eq!(all, 3);
+        assert_eq!(
+            (c[0], c[5], c[9]),
+            (1, 1, 1),
+            "established, time_wait, listen"
+        );
+        assert_eq!(socket_lines("  sl local\n 0: a\n 1: b\n"), 2);
+        assert_eq!(
+            sockstat(
+                "sockets: used 120\nTCP: inuse 5 orphan 2 tw 1 alloc 7 mem 3\nUDP: inuse 1 mem 4\n"
+            ),
+            (2, 3, 4)
+        );
+    }
 
     // Recorded from a Linux 6.x machine (2 CPUs).
     const STAT: &str = "cpu  107362 1292 40813 5612032 8232 0 1931 12 0 0\ncpu0 53800 640 20389 2805900 4100 0 1200 6 0 0\ncpu1 53562 652 20424 2806132 4132 0 731 6 0 0\nintr 1 2 3\nctxt 123\nbtime 1796290000\nprocesses 9000\nprocs_running 2\n";

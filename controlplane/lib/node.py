@@ -369,12 +369,21 @@ def cmd_up(args: argparse.Namespace) -> None:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]})
 
+    # As kubeadm runs them: callers of their /metrics authenticate with a
+    # token (TokenReview) and are authorized by RBAC (SubjectAccessReview)
+    # through the component's own kubeconfig.
+    def delegated(user: str) -> list[str]:
+        kc = work / f"{user}.kubeconfig"
+        return [f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}"]
+
     kcm = [str(bins["kube-controller-manager"]), f"--kubeconfig={work / 'kube-controller-manager.kubeconfig'}",
+           *delegated("kube-controller-manager"),
            "--bind-address=127.0.0.1", f"--secure-port={PORTS['kube-controller-manager']}",
            "--leader-elect=false", "--use-service-account-credentials=true",
            f"--service-account-private-key-file={plane / 'pki' / 'sa.key'}",
            f"--root-ca-file={plane / 'pki' / 'ca.crt'}", "--controllers=*", "--v=1"]
     sched = [str(bins["kube-scheduler"]), f"--kubeconfig={work / 'kube-scheduler.kubeconfig'}",
+             *delegated("kube-scheduler"),
              "--bind-address=127.0.0.1", f"--secure-port={PORTS['kube-scheduler']}",
              "--leader-elect=false", "--v=1"]
     st["pids"]["kube-controller-manager"] = spawn(kcm, logs / "kube-controller-manager.log", work)

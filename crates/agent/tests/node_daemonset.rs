@@ -62,6 +62,7 @@ fn start_counter(node: &Node) -> Result<()> {
                     "containers": [{
                         "name": "count", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
                         "command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"],
+                        "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}},
                         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]
                     }],
                     "volumes": [{"name": "scratch", "emptyDir": {}}]
@@ -989,54 +990,43 @@ async fn the_kubelet_metricsets_on_a_real_node_read_its_summary() -> Result<()> 
     node.wait_ready("default", "app=counter", 1, POD_READY)
         .await?;
     // An account that may read the kubelet's stats, and nothing else.
-    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": "kubelet-reader", "namespace": "default"}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": "leasehold-test-kubelet-reader"},
-         "rules": [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": "leasehold-test-kubelet-reader"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                     "name": "leasehold-test-kubelet-reader"},
-         "subjects": [{"kind": "ServiceAccount", "name": "kubelet-reader", "namespace": "default"}]},
-    ]});
-    node.kubectl(&["apply", "-f", "-"], Some(&rbac.to_string()))?;
     let dir = tempfile::tempdir()?;
-    let token = dir.path().join("token");
-    let text = node.kubectl(
-        &[
-            "create",
-            "token",
-            "kubelet-reader",
-            "-n",
-            "default",
-            "--duration=10m",
-        ],
-        None,
+    let (rbac, text) = account_with(
+        &node,
+        "kubelet-reader",
+        json!([{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]),
+        dir.path(),
     )?;
-    std::fs::write(&token, text.trim())?;
+    let token = dir.path().join("token");
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
     std::fs::write(
         &policy,
         format!(
-            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: kubelet\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [node, pod, container, volume, system]\n        hosts: ['https://127.0.0.1:{}']\n        bearer_token_file: '{}'\n        ssl.certificate_authorities: ['{}']\n        period: 2s\n",
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: kubelet\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [node, pod, container, volume, system]\n        hosts: ['https://127.0.0.1:{}']\n        bearer_token_file: '{}'\n        ssl.certificate_authorities: ['{}']\n        period: 2s\n        add_metadata: true\n",
             out.display(),
             leasehold_testkit::node::KUBELET_PORT,
             token.display(),
             node.work().join("kubelet/pki/kubelet.crt").display(),
         ),
     )?;
-    let agent = agents::AgentProc::start_alone(plane, &policy, &out)?;
-    let read = || -> Result<Vec<Value>> {
-        let Ok(text) = std::fs::read_to_string(out.join("events.ndjson")) else {
-            return Ok(Vec::new());
-        };
-        agents::complete_lines(&text)
-            .map(|l| Ok(serde_json::from_str(l)?))
-            .collect()
-    };
+    // `add_metadata`: the agent (agent 2 of the plane) may read pods,
+    // nodes and namespaces, for labels and the percentages.
+    let k = 2;
+    let reader = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "leasehold-test-metadata-reader"},
+         "rules": [{"apiGroups": [""], "resources": ["pods", "nodes", "namespaces"],
+                    "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "leasehold-test-metadata-reader"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "leasehold-test-metadata-reader"},
+         "subjects": [{"kind": "User", "name": ControlPlane::agent_user(k)}]},
+    ]});
+    node.kubectl(&["apply", "-f", "-"], Some(&reader.to_string()))?;
+    let agent = agents::AgentProc::start(&policy, &plane.agent_kubeconfig(k), k, "default", &out)?;
+    let read = || agents::docs::file_docs(&out);
     let of = |d: &[Value], dataset: &str, f: &dyn Fn(&Value) -> bool| -> Option<Value> {
         d.iter()
             .find(|e| e["data_stream"]["dataset"] == dataset && f(e))
@@ -1066,7 +1056,61 @@ async fn the_kubelet_metricsets_on_a_real_node_read_its_summary() -> Result<()> 
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let [n, pod, container, volume] = d;
+    let [n, _, _, volume] = d;
+    // With add_metadata, the pod's and container's usage relative to the
+    // node's allocatable and the container's limits (500m, 64Mi), once
+    // the node and its pods are watched.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (pod, container) = loop {
+        let d = read()?;
+        let pct =
+            |e: &Value, t: &str| e["kubernetes"][t]["cpu"]["usage"]["limit"]["pct"].is_number();
+        if let (Some(p), Some(c)) = (
+            of(&d, "kubernetes.pod", &|e| counter(e) && pct(e, "pod")),
+            of(&d, "kubernetes.container", &|e| {
+                counter(e) && pct(e, "container")
+            }),
+        ) {
+            break (p, c);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no percentages in the counter's documents; agent log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let node_obj: Value =
+        serde_json::from_str(&node.kubectl(&["get", "node", "127.0.0.1", "-o", "json"], None)?)?;
+    let cores: f64 = node_obj["status"]["allocatable"]["cpu"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .context("allocatable cores")?;
+    for (e, t) in [(&pod, "pod"), (&container, "container")] {
+        let k = &e["kubernetes"][t];
+        let used = k["cpu"]["usage"]["nanocores"]
+            .as_f64()
+            .context("nanocores")?
+            / 1e9;
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        let limit_pct = k["cpu"]["usage"]["limit"]["pct"]
+            .as_f64()
+            .context("limit pct")?;
+        assert!(close(limit_pct, used / 0.5), "{t}: {e}");
+        let node_pct = k["cpu"]["usage"]["node"]["pct"]
+            .as_f64()
+            .context("node pct")?;
+        assert!(close(node_pct, used / cores), "{t}: {e}");
+        let bytes = k["memory"]["usage"]["bytes"]
+            .as_f64()
+            .context("memory bytes")?;
+        let mem_pct = k["memory"]["usage"]["limit"]["pct"]
+            .as_f64()
+            .context("memory pct")?;
+        assert!(close(mem_pct, bytes / (64.0 * 1024.0 * 1024.0)), "{t}: {e}");
+    }
+    // And the pod's labels (its namespace has none here).
+    assert_eq!(pod["kubernetes"]["labels"]["app"], "counter", "{pod}");
     assert!(
         n["kubernetes"]["node"]["cpu"]["usage"]["core"]["ns"].is_number(),
         "{n}"
@@ -1120,9 +1164,592 @@ async fn the_kubelet_metricsets_on_a_real_node_read_its_summary() -> Result<()> 
         pod["kubernetes"]["pod"]["memory"]["usage"]["bytes"]
     );
     drop(agent);
+    for objects in [&rbac, &reader] {
+        node.kubectl(
+            &["delete", "--wait=false", "-f", "-"],
+            Some(&objects.to_string()),
+        )?;
+    }
+    node.down()?;
+    Ok(())
+}
+
+/// A ServiceAccount `name` in `default` allowed `rules` (a ClusterRole and
+/// its binding, named after it), and a 10-minute token of it written to
+/// `dir/token`: what a pod's own token would be. Returns the objects (to
+/// delete them) and the token's text.
+fn account_with(
+    node: &Node,
+    name: &str,
+    rules: Value,
+    dir: &std::path::Path,
+) -> Result<(Value, String)> {
+    let role = format!("leasehold-test-{name}");
+    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": name, "namespace": "default"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": role}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": role},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]},
+    ]});
+    node.kubectl(&["apply", "-f", "-"], Some(&rbac.to_string()))?;
+    let text = node.kubectl(
+        &["create", "token", name, "-n", "default", "--duration=10m"],
+        None,
+    )?;
+    std::fs::write(dir.join("token"), text.trim())?;
+    Ok((rbac, text.trim().to_string()))
+}
+
+/// A pod of busybox containers, each printing `<name> 1` … `<name> 40`,
+/// then `<name> bye` when told to stop.
+fn talker(namespace: &str, pod: &str, containers: &[&str]) -> Value {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c, "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", format!(
+                    "trap 'echo \"{c} bye\"; exit 0' TERM; i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo \"{c} $i\"; done; while :; do sleep 0.2; done"
+                )],
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/name": pod, "tier": "test"}},
+        "spec": {"terminationGracePeriodSeconds": 10, "containers": containers},
+    })
+}
+
+/// Elastic's standalone manifest's container-log input, with its keys: the
+/// `kubernetes` provider makes one input per container of the pods of this
+/// node (here of one namespace), started when the container appears and
+/// stopped `cleanup_timeout` after its pod is deleted, after the lines it
+/// wrote while stopping are shipped. Each document carries the pod's
+/// metadata as Elastic's fields. An input that reads no `kubernetes`
+/// variable keeps running through all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_logs_on_a_real_node_become_one_input_per_container() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    let ns = "provider-logs";
+    // Least privilege: the agent may list and watch pods of this namespace.
+    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+         "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]},
+    ]});
+    node.kubectl(&["apply", "-f", "-"], Some(&rbac.to_string()))?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes:
+    node: 127.0.0.1
+    scope: node
+    namespace: {ns}
+    cleanup_timeout: 3s
+outputs:
+  default: {{type: file, path: '{out}', filename: events}}
+inputs:
+  - id: container-log-${{kubernetes.pod.name}}-${{kubernetes.container.id}}
+    type: filestream
+    use_output: default
+    meta: {{package: {{name: kubernetes, version: 1.52.0}}}}
+    data_stream: {{namespace: default}}
+    streams:
+      - id: container-log-${{kubernetes.pod.name}}-${{kubernetes.container.id}}
+        data_stream: {{dataset: kubernetes.container_logs, type: logs}}
+        prospector.scanner.symlinks: true
+        parsers:
+          - container: ~
+        paths:
+          - /var/log/containers/*${{kubernetes.container.id}}.log
+  - id: steady
+    type: exec
+    command: [sh, -c, 'echo up; exec sleep 600']
+"#,
+            out = out.display()
+        ),
+    )?;
+    let agent = agents::AgentProc::start_alone(plane, &policy, &out)?;
+    let read = || agents::docs::file_docs(&out);
+    let lines_of = |docs: &[Value], pod: &str, container: &str| -> Vec<String> {
+        docs.iter()
+            .filter(|d| {
+                d["kubernetes"]["pod"]["name"] == pod
+                    && d["kubernetes"]["container"]["name"] == container
+            })
+            .filter_map(|d| d["message"].as_str().map(str::to_string))
+            .collect()
+    };
+    let running = |agent: &agents::AgentProc| -> Result<Vec<Value>> {
+        Ok(agent.status()?["inputs"]["running"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    };
+    let steady_since = || -> Result<String> {
+        let r = running(&agent)?;
+        let s = r
+            .iter()
+            .find(|i| i["id"] == "steady")
+            .context("the steady input runs")?;
+        Ok(s["since"].as_str().unwrap_or_default().to_string())
+    };
+    // Before any pod: the input waits for a mapping, and says so.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let since = loop {
+        let status = agent.status()?;
+        let dropped = status["inputs"]["dropped"].to_string();
+        if let (true, Ok(since)) = (dropped.contains("publishes nothing yet"), steady_since()) {
+            break since;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the inputs are not rendered: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    node.kubectl(
+        &["apply", "-f", "-"],
+        Some(&talker(ns, "talker", &["a", "b"]).to_string()),
+    )?;
+    node.wait_ready(ns, "tier=test", 1, POD_READY).await?;
+    let want = |c: &str| -> Vec<String> { (1..=40).map(|i| format!("{c} {i}")).collect() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let docs = loop {
+        let d = read()?;
+        if lines_of(&d, "talker", "a").len() >= 40 && lines_of(&d, "talker", "b").len() >= 40 {
+            break d;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "not all lines of talker shipped; status: {}; log: {}",
+            agent.status()?,
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        lines_of(&docs, "talker", "a"),
+        want("a"),
+        "each line once, in order"
+    );
+    assert_eq!(lines_of(&docs, "talker", "b"), want("b"));
+    let pod: Value = serde_json::from_str(
+        &node.kubectl(&["get", "pod", "-n", ns, "talker", "-o", "json"], None)?,
+    )?;
+    let uid = pod["metadata"]["uid"].as_str().context("uid")?.to_string();
+    for c in ["a", "b"] {
+        let status = pod["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == c)
+            .context("container status")?;
+        let cid = status["containerID"]
+            .as_str()
+            .and_then(|s| s.strip_prefix("containerd://"))
+            .context("containerd id")?;
+        let d = docs
+            .iter()
+            .find(|d| d["kubernetes"]["container"]["name"] == c)
+            .context("a document")?;
+        // Elastic's fields, from the provider's watch of the pod.
+        assert_eq!(d["container"]["id"], cid, "{d}");
+        assert_eq!(d["container"]["runtime"], "containerd", "{d}");
+        assert_eq!(d["container"]["image"]["name"], BUSYBOX_IMAGE, "{d}");
+        assert_eq!(d["kubernetes"]["namespace"], ns, "{d}");
+        assert_eq!(d["kubernetes"]["pod"]["uid"], uid.as_str(), "{d}");
+        assert!(d["kubernetes"]["pod"]["ip"].is_string(), "{d}");
+        assert_eq!(d["kubernetes"]["node"]["name"], "127.0.0.1", "{d}");
+        assert_eq!(
+            d["kubernetes"]["labels"]["app_kubernetes_io/name"], "talker",
+            "{d}"
+        );
+        assert_eq!(d["kubernetes"]["labels"]["tier"], "test", "{d}");
+        assert_eq!(
+            d["data_stream"]["dataset"], "kubernetes.container_logs",
+            "{d}"
+        );
+        assert_eq!(d["stream"], "stdout", "{d}");
+        assert_eq!(
+            d["input"]["id"],
+            format!("container-log-talker-{cid}-kubernetes-{uid}.{c}"),
+            "{d}"
+        );
+        assert!(
+            d["log"]["file"]["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&format!("{cid}.log"))),
+            "{d}"
+        );
+    }
+    let dynamic_ids = |r: &[Value]| -> Vec<String> {
+        r.iter()
+            .filter_map(|i| i["id"].as_str())
+            .filter(|id| id.starts_with("container-log-"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(dynamic_ids(&running(&agent)?).len(), 2);
+
+    // The pod goes: its containers print a last line while stopping; the
+    // inputs ship it, then stop once the cleanup timeout passed.
+    node.kubectl(&["delete", "pod", "-n", ns, "talker", "--wait=false"], None)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let d = read()?;
+        let byes = ["a", "b"]
+            .iter()
+            .filter(|c| lines_of(&d, "talker", c).contains(&format!("{c} bye")))
+            .count();
+        if byes == 2 && dynamic_ids(&running(&agent)?).is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "talker's last lines shipped and its inputs stopped: {byes} of 2 lines; running {:?}",
+            dynamic_ids(&running(&agent)?)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // A new pod: a new input, its lines shipped.
+    node.kubectl(
+        &["apply", "-f", "-"],
+        Some(&talker(ns, "talker-2", &["c"]).to_string()),
+    )?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if lines_of(&read()?, "talker-2", "c").len() >= 40 {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "talker-2's lines not shipped; status: {}",
+            agent.status()?
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(lines_of(&read()?, "talker-2", "c"), want("c"));
+    // Nothing was shipped twice, and the input that reads no `kubernetes`
+    // variable was never restarted.
+    let all = read()?;
+    assert_eq!(
+        lines_of(&all, "talker", "a"),
+        [want("a"), vec!["a bye".to_string()]].concat()
+    );
+    assert_eq!(steady_since()?, since, "the steady input kept running");
+    println!(
+        "provider: talker (a, b) and talker-2 (c): {} documents, inputs now {:?}",
+        all.len(),
+        dynamic_ids(&running(&agent)?)
+    );
+    drop(agent);
+    node.kubectl(&["delete", "namespace", ns, "--wait=false"], None)?;
+    node.down()?;
+    Ok(())
+}
+
+/// The node's real kube-controller-manager and kube-scheduler serve their
+/// `/metrics` over TLS to a token allowed `get` on `/metrics`: the
+/// `controllermanager` and `scheduler` metricsets read them into Elastic's
+/// fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_plane_components_on_a_real_node_give_their_metricsets() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    let dir = tempfile::tempdir()?;
+    let (rbac, _) = account_with(
+        &node,
+        "metrics-reader",
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]),
+        dir.path(),
+    )?;
+    let token = dir.path().join("token");
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    // As Elastic's manifest writes these streams (https, the pod's token,
+    // the components' self-signed serving certificates).
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{out}', filename: events}}\ninputs:\n  - id: control-plane\n    type: kubernetes/metrics\n    streams:\n      - data_stream: {{dataset: kubernetes.controllermanager, type: metrics}}\n        metricsets: [controllermanager]\n        hosts: ['https://127.0.0.1:19657']\n        period: 2s\n        bearer_token_file: '{token}'\n        ssl.verification_mode: none\n      - data_stream: {{dataset: kubernetes.scheduler, type: metrics}}\n        metricsets: [scheduler]\n        hosts: ['https://127.0.0.1:19659']\n        period: 2s\n        bearer_token_file: '{token}'\n        ssl.verification_mode: none\n",
+            out = out.display(),
+            token = token.display(),
+        ),
+    )?;
+    let agent = agents::AgentProc::start_alone(plane, &policy, &out)?;
+    let read = || agents::docs::file_docs(&out);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (cm, sched) = loop {
+        let d = read()?;
+        let of = |ms: &str| -> Vec<Value> {
+            d.iter()
+                .filter(|e| e["metricset"]["name"] == ms)
+                .map(|e| e["kubernetes"][ms].clone())
+                .collect()
+        };
+        let (cm, sched) = (of("controllermanager"), of("scheduler"));
+        let has = |docs: &[Value], f: &dyn Fn(&Value) -> bool| docs.iter().any(f);
+        if has(&cm, &|x| x["process"]["cpu"]["sec"].is_number())
+            && has(&cm, &|x| x["workqueue"]["adds"]["count"].is_number())
+            && has(&sched, &|x| {
+                x["scheduling"]["pending"]["pods"]["count"].is_number()
+            })
+        {
+            break (cm, sched);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "control-plane metricsets not seen: {} controllermanager, {} scheduler documents; status {}",
+            cm.len(),
+            sched.len(),
+            agent.status()?
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // Workqueue documents are named by their queue; client requests by
+    // code, host and method; the scheduler's queues by name.
+    let wq = cm
+        .iter()
+        .find(|x| x["workqueue"]["adds"]["count"].is_number())
+        .context("workqueue")?;
+    assert!(wq["name"].is_string(), "{wq}");
+    assert!(
+        cm.iter()
+            .any(|x| x["client"]["request"]["count"].is_number()
+                && x["code"].is_string()
+                && x["method"].is_string()),
+        "{cm:?}"
+    );
+    assert!(
+        cm.iter()
+            .any(|x| x["client"]["request"]["duration"]["us"]["bucket"]["+Inf"].is_number()),
+        "{cm:?}"
+    );
+    let queues: std::collections::BTreeSet<&str> = sched
+        .iter()
+        .filter(|x| x["scheduling"]["pending"]["pods"]["count"].is_number())
+        .filter_map(|x| x["queue"].as_str())
+        .collect();
+    assert!(queues.contains("active"), "{queues:?}");
+    assert!(
+        sched
+            .iter()
+            .any(|x| x["process"]["memory"]["resident"]["bytes"].is_number()),
+        "{sched:?}"
+    );
+    println!(
+        "control plane: {} controllermanager and {} scheduler documents; scheduler queues {queues:?}",
+        cm.len(),
+        sched.len()
+    );
+    drop(agent);
     node.kubectl(
         &["delete", "--wait=false", "-f", "-"],
         Some(&rbac.to_string()),
+    )?;
+    node.down()?;
+    Ok(())
+}
+
+/// Elastic's standalone Kubernetes policy (our text of its shape,
+/// `tests/policies/elastic-standalone-shape.yml`) runs on the real node
+/// into a real OpenSearch: every dataset whose source this machine has
+/// arrives, with Elastic's fields. Changed only where this node differs
+/// from a cluster: the token and CA files (a ServiceAccount's, written to
+/// a file), kube-state-metrics' and the kubelet's addresses, the host's
+/// root (`/`, not `/hostfs`). Left out because this machine lacks their
+/// source: `system.auth` (no auth log), `kubernetes.audit_logs` (no audit
+/// log), `kubernetes.proxy` (no kube-proxy), `kubernetes.controllermanager`
+/// (its stream is for a pod labelled `component: kube-controller-manager`;
+/// the node's controller manager is a host process: see
+/// `the_control_plane_components_on_a_real_node_give_their_metricsets`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastics_standalone_policy_on_a_real_node_ships_its_datasets() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    start_counter(&node)?;
+    node.wait_ready("default", "app=counter", 1, POD_READY)
+        .await?;
+    let dir = tempfile::tempdir()?;
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let (rbac, _) = account_with(
+        &node,
+        "manifest-reader",
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+               {"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]),
+        dir.path(),
+    )?;
+    // A StorageClass for `state_storageclass` to describe.
+    node.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": "manifest-test"}, "provisioner": "example.com/none"})
+            .to_string(),
+        ),
+    )?;
+    let shape = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/policies/elastic-standalone-shape.yml"
+    ))?;
+    let policy_text = shape
+        .replace(
+            "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            &dir.path().join("token").display().to_string(),
+        )
+        .replace(
+            "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+            &plane.dir().join("pki/ca.crt").display().to_string(),
+        )
+        .replace(
+            "'kube-state-metrics:8080'",
+            &format!("'{}'", ksm_host(plane)?),
+        )
+        .replace(
+            ":10250'",
+            &format!(":{}'", leasehold_testkit::node::KUBELET_PORT),
+        )
+        .replace("system.hostfs: '/hostfs'", "system.hostfs: '/'");
+    let policy = dir.path().join("agent.yml");
+    std::fs::write(&policy, policy_text)?;
+    let api = plane.apiserver_addr();
+    let out = dir.path().join("out");
+    let mut agent = agents::AgentProc::spawn_with_env(
+        &policy,
+        &plane.admin_kubeconfig(),
+        1,
+        "default",
+        &out,
+        &[
+            ("ES_HOST", sink.url().to_string()),
+            ("API_KEY", String::new()),
+            ("CA_TRUSTED", String::new()),
+            ("NODE_NAME", "127.0.0.1".into()),
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1".into()),
+            ("KUBERNETES_SERVICE_PORT", api.port().to_string()),
+        ],
+    )?;
+    agent.wait_ready()?;
+    let expected = [
+        "metrics-kubernetes.apiserver-default",
+        "metrics-kubernetes.event-default",
+        "metrics-kubernetes.state_pod-default",
+        "metrics-kubernetes.state_storageclass-default",
+        "logs-kubernetes.container_logs-default",
+        "metrics-system.cpu-default",
+        "metrics-system.diskio-default",
+        "metrics-system.filesystem-default",
+        "metrics-system.fsstat-default",
+        "metrics-system.load-default",
+        "metrics-system.network-default",
+        "metrics-system.process-default",
+        "metrics-system.socket_summary-default",
+        "metrics-kubernetes.node-default",
+    ];
+    let count =
+        |index: &str| -> usize { sources(&sink, index, &["@timestamp"]).map_or(0, |d| d.len()) };
+    // An Event once the leader watches (the watch starts from now).
+    let mut event_made = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if !event_made && count("metrics-kubernetes.state_pod-default") > 0 {
+            let now = jiff::Timestamp::now().to_string();
+            node.kubectl(
+                &["apply", "-f", "-"],
+                Some(
+                    &json!({"apiVersion": "v1", "kind": "Event",
+                            "metadata": {"name": "manifest-test", "namespace": "default"},
+                            "involvedObject": {"kind": "Pod", "name": "counter", "namespace": "default"},
+                            "reason": "Testing", "message": "an Event for the event metricset",
+                            "type": "Normal", "firstTimestamp": now, "lastTimestamp": now})
+                    .to_string(),
+                ),
+            )?;
+            event_made = true;
+        }
+        let missing: Vec<&str> = expected.iter().copied().filter(|i| count(i) == 0).collect();
+        if missing.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "datasets not in OpenSearch: {missing:?}; status {}",
+            agent.status()?
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Elastic's fields where the sources meet: the counter's log lines
+    // carry its pod and container; its state document its labels
+    // (add_metadata); the Event its reason.
+    let logs = sources(
+        &sink,
+        "logs-kubernetes.container_logs-default",
+        &["kubernetes", "container", "message"],
+    )?;
+    let line = logs
+        .iter()
+        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
+        .context("a counter line")?;
+    assert_eq!(line["kubernetes"]["container"]["name"], "count", "{line}");
+    assert_eq!(line["kubernetes"]["labels"]["app"], "counter", "{line}");
+    assert_eq!(line["container"]["runtime"], "containerd", "{line}");
+    let pods = sources(
+        &sink,
+        "metrics-kubernetes.state_pod-default",
+        &["kubernetes"],
+    )?;
+    let counter = pods
+        .iter()
+        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
+        .context("the counter's state_pod")?;
+    assert_eq!(
+        counter["kubernetes"]["labels"]["app"], "counter",
+        "{counter}"
+    );
+    let events = sources(&sink, "metrics-kubernetes.event-default", &["kubernetes"])?;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kubernetes"]["event"]["reason"] == "Testing"),
+        "{events:?}"
+    );
+    let mut table: Vec<String> = expected
+        .iter()
+        .map(|i| format!("{i}={}", count(i)))
+        .collect();
+    table.sort();
+    println!("manifest shape on the node: {}", table.join(" "));
+    drop(agent);
+    node.kubectl(
+        &["delete", "--wait=false", "-f", "-"],
+        Some(&rbac.to_string()),
+    )?;
+    node.kubectl(
+        &["delete", "storageclass", "manifest-test", "--wait=false"],
+        None,
     )?;
     node.down()?;
     Ok(())

@@ -387,3 +387,64 @@ fn check_takes_elastics_output_keys_package_meta_and_a_windows_only_input() {
         "{err}"
     );
 }
+
+#[test]
+fn check_takes_elastics_kubernetes_provider_and_names_what_it_does_not_do() {
+    let p = TempFile::new(
+        "provider.yml",
+        "providers:\n  kubernetes:\n    node: ${NODE_NAME}\n    scope: node\n    hints.enabled: true\n    add_resource_metadata:\n      cronjob: true\noutputs:\n  default: {type: console}\ninputs:\n  - id: container-log-${kubernetes.pod.name}-${kubernetes.container.id}\n    type: filestream\n    streams:\n      - parsers: [{container: ~}]\n        paths: ['/var/log/containers/*${kubernetes.container.id}.log']\n",
+    );
+    let o = leasehold(&["check", "-c", p.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    for said in [
+        "provider.yml:5:20: warning: `providers.kubernetes.hints.enabled`: hints",
+        "provider.yml:7:16: warning: `providers.kubernetes.add_resource_metadata.cronjob` has no effect",
+    ] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    assert!(!err.contains("not supported"), "{err}");
+    assert!(!err.contains("will not resolve"), "{err}");
+
+    let bad = TempFile::new(
+        "bad-provider.yml",
+        "providers:\n  kubernetes:\n    scope: region\n    cleanup_timeout: ${env.CLEANUP}\noutputs:\n  default: {type: console}\ninputs: []\n",
+    );
+    let o = leasehold(&["check", "-c", bad.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "bad-provider.yml:3:12: error: `providers.kubernetes.scope` must be `node` or `cluster`"
+        ),
+        "{err}"
+    );
+    // A value from a variable is judged when the agent runs.
+    assert!(!err.contains("cleanup_timeout"), "{err}");
+}
+
+/// Elastic's standalone Kubernetes policy, in a shape of our own with all
+/// its keys (`tests/policies/elastic-standalone-shape.yml`): `check`
+/// accepts it, and warns only about the Windows-only input and the
+/// `script` processor.
+#[test]
+fn check_accepts_elastics_standalone_kubernetes_policy_shape() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/policies/elastic-standalone-shape.yml"
+    );
+    let o = leasehold(&["check", "-c", path]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(": warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    assert!(
+        warnings[0].contains("input type `winlog` reads Windows-only sources"),
+        "{err}"
+    );
+    assert!(
+        warnings[1].contains("streams.0.processors.1") && warnings[1].contains("`script`"),
+        "{err}"
+    );
+    assert!(!err.contains(": error: "), "{err}");
+}

@@ -191,6 +191,23 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
         ),
         20
     );
+    // Every event the input queued ended once, by its acknowledgement.
+    let ended = |outcome: &str| {
+        counter(
+            &metrics,
+            &format!("leasehold_events_ended_total{{input=\"mixed\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(
+        counter(&metrics, "leasehold_events_produced_total{input=\"mixed\"}"),
+        21,
+        "{metrics}"
+    );
+    assert_eq!(
+        (ended("delivered"), ended("dropped"), ended("discarded")),
+        (20, 1, 0),
+        "{metrics}"
+    );
     let log = a.wait_log("refused for good", Duration::from_secs(5))?;
     assert!(log.contains("mapper_parsing_exception"), "{log}");
     let status = a.status()?;
@@ -302,6 +319,115 @@ async fn credentials_in_host_urls_are_sent_and_never_shown() -> Result<()> {
             "the password in {what}:\n{text}"
         );
         assert!(!text.contains("user:"), "the userinfo in {what}:\n{text}");
+    }
+    Ok(())
+}
+
+/// Processors as Elastic's manifest writes them, through a real OpenSearch:
+/// the audit-log stream's `ndjson` parser into `kubernetes_audit`, `rename`
+/// to `kubernetes.audit`, a `script` leasehold does not have (a warning; the
+/// stream runs without it), a `drop_event` with a condition, and the
+/// input's `add_fields` after the stream's processors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastics_processors_shape_what_reaches_the_index() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("audit.log");
+    let mut lines = String::new();
+    for i in 1..=10 {
+        let verb = if i % 2 == 0 { "watch" } else { "get" };
+        lines.push_str(&format!(
+            "{{\"auditID\": \"a{i}\", \"verb\": \"{verb}\", \"annotations\": {{\"authorization.k8s.io/decision\": \"allow\"}}}}\n"
+        ));
+    }
+    std::fs::write(&log, lines)?;
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"outputs:
+  default:
+    type: elasticsearch
+    hosts: ['{url}']
+inputs:
+  - id: audit-log
+    type: filestream
+    processors:
+      - add_fields: {{target: orchestrator.cluster, fields: {{name: test-cluster}}}}
+    streams:
+      - data_stream: {{dataset: kubernetes.audit_logs, type: logs}}
+        parsers:
+          - ndjson: {{add_error_key: true, target: kubernetes_audit}}
+        paths: ['{log}']
+        processors:
+          - rename:
+              fields:
+                - {{from: kubernetes_audit, to: kubernetes.audit}}
+          - script:
+              id: dedot_annotations
+              lang: javascript
+              source: 'function process(event) {{ return event; }}'
+          - drop_event.when.equals:
+              kubernetes.audit.verb: watch
+"#,
+            url = sink.url(),
+            log = log.display()
+        ),
+    )?;
+    let check = std::process::Command::new(agents::binary())
+        .args(["check", "-c"])
+        .arg(&policy)
+        .output()?;
+    let said = String::from_utf8_lossy(&check.stderr).to_string();
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("streams.0.processors.1") && said.contains("script"),
+        "{said}"
+    );
+    let mut agent = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let index = "logs-kubernetes.audit_logs-default";
+    let docs = wait_docs(
+        &sink,
+        index,
+        &["kubernetes", "orchestrator", "kubernetes_audit"],
+        Duration::from_secs(30),
+        "the kept audit events",
+        |d| d.len() >= 5,
+    )?;
+    let mut ids: Vec<String> = docs
+        .iter()
+        .filter_map(|d| {
+            d["kubernetes"]["audit"]["auditID"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["a1", "a3", "a5", "a7", "a9"],
+        "watch events dropped: {docs:?}"
+    );
+    for d in &docs {
+        assert!(d.get("kubernetes_audit").is_none(), "renamed: {d}");
+        assert_eq!(d["kubernetes"]["audit"]["verb"], "get", "{d}");
+        assert_eq!(d["orchestrator"]["cluster"]["name"], "test-cluster", "{d}");
+    }
+    // The dropped events are handled like delivered ones: the registry
+    // moved past them (the last line is a dropped one), so after a
+    // shutdown and a start nothing is read again.
+    agent.signal(libc::SIGTERM);
+    assert_eq!(agent.wait_exit(Duration::from_secs(15))?, Some(0));
+    let again = AgentProc::start_alone(plane, &policy, dir.path())?;
+    again.wait_log("input started", Duration::from_secs(10))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if sources(&sink, index, &["kubernetes"])?.len() != 5 {
+            bail!("events shipped again after a restart");
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
     Ok(())
 }

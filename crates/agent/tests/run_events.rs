@@ -33,6 +33,13 @@ fn shipped(c: &Cluster<'_>) -> Result<BTreeMap<String, Vec<(String, String)>>> {
             if v["input"]["id"] != "events" {
                 continue;
             }
+            // Either input type routes Events to Elastic's dataset.
+            let ds = &v["data_stream"];
+            anyhow::ensure!(
+                ds["dataset"] == "kubernetes.event"
+                    && (ds["type"] == "metrics" || v["input"]["type"] == "kubernetes/events"),
+                "routed elsewhere: {v}"
+            );
             let name = v["kubernetes"]["event"]["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
@@ -48,14 +55,26 @@ fn shipped(c: &Cluster<'_>) -> Result<BTreeMap<String, Vec<(String, String)>>> {
     Ok(by)
 }
 
+/// The leader-gated `kubernetes/events` input of these tests.
+const EVENTS_INPUT: &str = "  - id: events\n    type: kubernetes/events\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n";
+
 /// Runs the scenario; `kill` picks SIGKILL instead of SIGTERM. Returns the
 /// shipped copies per Event and how many Events were created.
 async fn handover(
     prefix: &str,
     signal: i32,
 ) -> Result<(BTreeMap<String, Vec<(String, String)>>, usize)> {
+    handover_of(prefix, signal, EVENTS_INPUT).await
+}
+
+/// As [`handover`] with the input given as policy text (id `events`).
+async fn handover_of(
+    prefix: &str,
+    signal: i32,
+    input: &str,
+) -> Result<(BTreeMap<String, Vec<(String, String)>>, usize)> {
     let plane = ControlPlane::shared();
-    let mut c = Cluster::start(plane, prefix, 3, Some(policy("run-lease", "  - id: events\n    type: kubernetes/events\n    condition: ${kubernetes_leaderelection.leader} == true\n    namespaces: ['${env.POD_NAMESPACE}']\n"))).await?;
+    let mut c = Cluster::start(plane, prefix, 3, Some(policy("run-lease", input))).await?;
     grant_events(plane, c.ns.name()).await?;
     let api: Api<Event> = Api::namespaced(plane.admin_client().await?, c.ns.name());
     let stop = Arc::new(AtomicBool::new(false));
@@ -130,6 +149,24 @@ async fn a_sigterm_handover_ships_every_event_exactly_once() -> Result<()> {
         by.iter().filter(|(_, v)| v.len() > 1).collect();
     println!(
         "SIGTERM handover: {created} events created, {} shipped, {} more than once",
+        by.len(),
+        twice.len()
+    );
+    assert!(twice.is_empty(), "shipped twice: {twice:?}");
+    Ok(())
+}
+
+/// Elastic's manifest runs Events as the `event` metricset of its
+/// leader-gated `kubernetes/metrics` input: the same watch, checkpoint and
+/// ids, into the `metrics-kubernetes.event-*` data stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_metricset_hands_over_as_kubernetes_events_does() -> Result<()> {
+    let input = "  - id: events\n    type: kubernetes/metrics\n    condition: ${kubernetes_leaderelection.leader} == true\n    streams:\n      - data_stream: {dataset: kubernetes.event, type: metrics}\n        metricsets: [event]\n        period: 10s\n        namespace: ${env.POD_NAMESPACE}\n";
+    let (by, created) = handover_of("run-events-ms", libc::SIGTERM, input).await?;
+    let twice: Vec<(&String, &Vec<(String, String)>)> =
+        by.iter().filter(|(_, v)| v.len() > 1).collect();
+    println!(
+        "event metricset, SIGTERM handover: {created} events created, {} shipped, {} more than once",
         by.len(),
         twice.len()
     );

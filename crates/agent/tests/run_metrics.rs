@@ -18,12 +18,7 @@ use serde_json::Value;
 
 /// Every event in `dir/events.ndjson` as JSON.
 fn docs(dir: &Path) -> Result<Vec<Value>> {
-    let Ok(text) = std::fs::read_to_string(dir.join("events.ndjson")) else {
-        return Ok(Vec::new());
-    };
-    complete_lines(&text)
-        .map(|l| Ok(serde_json::from_str(l)?))
-        .collect()
+    agents::docs::file_docs(dir)
 }
 
 /// Waits until `pred` holds for the documents written so far.
@@ -830,6 +825,103 @@ async fn gated_cluster_inputs_survive_sigterm_overwrite_and_sigkill() -> Result<
     println!(
         "events: {created} created, {} shipped from tick-{first} on, {repeats} repeated copies (same id); apiserver under terms {api_terms:?}",
         copies.len()
+    );
+    Ok(())
+}
+
+/// `add_metadata: true`, as Elastic's manifest sets it on every state
+/// stream: documents about a pod get its labels (dedotted) and controller,
+/// its node's and namespace's labels, from the agent's metadata-only watch
+/// of pods, nodes and namespaces (agent 3 may list and watch them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_metadata_joins_the_labels_of_pods_nodes_and_namespaces() -> Result<()> {
+    use leasehold_testkit::objects;
+    use serde_json::json;
+    let plane = ControlPlane::shared();
+    let ksm = plane.kube_state_metrics()?;
+    let admin = plane.admin_client().await?;
+    let suffix = format!("{:04x}", std::process::id() % 0xffff);
+    let ns = format!("meta-{suffix}");
+    let node = format!("meta-node-{suffix}");
+    let k = 3;
+    for (object, scope) in [
+        (
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": ns, "labels": {"team": "shop"}}}),
+            None,
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+            Some(ns.as_str()),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "z1"}}}),
+            None,
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web-1", "labels": {"app.kubernetes.io/name": "web"},
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                     "name": "web-5d8f", "uid": "0b1c5a52-6f0e-4c1e-9d55-2a1f6c0d9e11",
+                                                     "controller": true}]},
+                   "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                            "containers": [{"name": "c", "image": "none"}]}}),
+            Some(ns.as_str()),
+        ),
+    ] {
+        objects::create(&admin, scope, object).await?;
+    }
+    agents::access::grant_metadata_reads(plane, k).await?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: state\n    type: kubernetes/metrics\n    streams:\n      - metricsets: [state_pod, state_node, state_namespace]\n        hosts: ['{}']\n        period: 1s\n        add_metadata: true\n",
+            out.display(),
+            ksm.url()
+        ),
+    )?;
+    let _agent = AgentProc::start(&policy, &plane.agent_kubeconfig(k), k, "default", &out)?;
+    let labelled = |d: &[Value]| -> Option<(Value, Value, Value)> {
+        let pod = find(
+            d,
+            "kubernetes.state_pod",
+            &["kubernetes", "pod", "name"],
+            "web-1",
+        )
+        .filter(|p| p["kubernetes"]["namespace"] == ns.as_str())
+        .filter(|p| p["kubernetes"]["labels"]["app_kubernetes_io/name"] == "web")?;
+        let n = find(
+            d,
+            "kubernetes.state_node",
+            &["kubernetes", "node", "name"],
+            &node,
+        )
+        .filter(|n| n["kubernetes"]["node"]["labels"]["topology_kubernetes_io/zone"] == "z1")?;
+        let namespace = find(
+            d,
+            "kubernetes.state_namespace",
+            &["kubernetes", "namespace"],
+            &ns,
+        )
+        .filter(|x| x["kubernetes"]["namespace_labels"]["team"] == "shop")?;
+        Some((pod.clone(), n.clone(), namespace.clone()))
+    };
+    let d = wait_docs(&out, Duration::from_secs(60), "labelled documents", |d| {
+        labelled(d).is_some()
+    })?;
+    let (pod, _, _) = labelled(&d).context("labelled")?;
+    assert_eq!(pod["kubernetes"]["replicaset"]["name"], "web-5d8f", "{pod}");
+    assert_eq!(
+        pod["kubernetes"]["namespace_labels"]["team"], "shop",
+        "{pod}"
+    );
+    assert_eq!(
+        pod["kubernetes"]["node"]["labels"]["topology_kubernetes_io/zone"], "z1",
+        "{pod}"
     );
     Ok(())
 }

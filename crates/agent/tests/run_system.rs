@@ -79,6 +79,8 @@ fn meminfo_kib(key: &str, text: &str) -> Option<u64> {
 #[test]
 fn values_match_proc_read_by_the_test() -> Result<()> {
     let reads_before = disk_reads()?;
+    // A listening socket of our own, for socket_summary.
+    let _listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let dir = tempfile::tempdir()?;
     let p = policy(dir.path(), None, &METRICSETS)?;
     let _agent = AgentProc::start(
@@ -100,6 +102,9 @@ fn values_match_proc_read_by_the_test() -> Result<()> {
             "uptime",
             "filesystem",
             "diskio",
+            "fsstat",
+            "process",
+            "socket_summary",
         ],
         Duration::from_secs(10),
     )?;
@@ -214,6 +219,72 @@ fn values_match_proc_read_by_the_test() -> Result<()> {
     );
     let used = root["used"]["bytes"].as_u64().context("used.bytes")?;
     assert_eq!(used, total - got_free, "{root}");
+    // fsstat sums the filesystem documents of the same period.
+    let fs = &docs["fsstat"][0];
+    let at = &fs["@timestamp"];
+    let same: Vec<&Value> = docs["filesystem"]
+        .iter()
+        .filter(|d| &d["@timestamp"] == at)
+        .collect();
+    if !same.is_empty() {
+        let total: u64 = same
+            .iter()
+            .filter_map(|d| d["system"]["filesystem"]["total"].as_u64())
+            .sum();
+        assert_eq!(
+            fs["system"]["fsstat"]["count"].as_u64(),
+            Some(same.len() as u64),
+            "{fs}"
+        );
+        assert_eq!(
+            fs["system"]["fsstat"]["total_size"]["total"].as_u64(),
+            Some(total),
+            "{fs}"
+        );
+    }
+    // socket_summary counts our listener among the listening sockets.
+    let sockets = &docs["socket_summary"][0]["system"]["socket"]["summary"];
+    assert!(
+        sockets["tcp"]["all"]["listening"].as_u64() >= Some(1),
+        "{sockets}"
+    );
+    assert!(
+        sockets["all"]["count"].as_u64() >= sockets["tcp"]["all"]["count"].as_u64(),
+        "{sockets}"
+    );
+    // process: at most 5 by CPU and 5 by memory per period, each a real
+    // process with Metricbeat's fields; CPU shares from the second reading.
+    let by_period = |at: &Value| {
+        docs_of(&dir.path().join("out"), "process")
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| &d["@timestamp"] == at)
+            .count()
+    };
+    let p0 = &docs["process"][0];
+    assert!((1..=10).contains(&by_period(&p0["@timestamp"])), "{p0}");
+    assert!(p0["process"]["pid"].as_u64().is_some(), "{p0}");
+    assert!(
+        p0["system"]["process"]["memory"]["rss"]["bytes"]
+            .as_u64()
+            .is_some(),
+        "{p0}"
+    );
+    assert!(
+        p0["system"]["process"]["cpu"]["start_time"].is_string(),
+        "{p0}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !docs_of(&dir.path().join("out"), "process")?
+        .iter()
+        .any(|d| d["system"]["process"]["cpu"]["total"]["norm"]["pct"].is_number())
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "no CPU share in a second reading"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Documents go to one data stream per metricset, with stable ids.
     let d = &docs["memory"][0];
     assert_eq!(d["data_stream"]["dataset"], "system.memory");
@@ -250,7 +321,7 @@ fn statvfs_bytes(path: &str) -> Result<(u64, u64)> {
 fn recorded_host(root: &Path) -> Result<()> {
     let proc_dir = root.join("proc");
     std::fs::create_dir_all(proc_dir.join("net"))?;
-    std::fs::create_dir_all(proc_dir.join("1"))?;
+    std::fs::create_dir_all(proc_dir.join("1/net"))?;
     std::fs::create_dir_all(proc_dir.join("77"))?;
     std::fs::create_dir_all(root.join("data"))?;
     let files = [
@@ -279,6 +350,21 @@ fn recorded_host(root: &Path) -> Result<()> {
         ),
         ("1/stat", "1 (init) S 0 1 1\n"),
         ("77/stat", "77 (a (b) c) Z 1 77 77\n"),
+        ("1/cmdline", "/sbin/init\0splash\0"),
+        // The host's sockets (init's network namespace): one listening,
+        // one established TCP socket, one UDP socket.
+        (
+            "1/net/tcp",
+            "  sl  local_address rem_address   st tx_queue rx_queue\n   0: 00000000:0016 00000000:0000 0A 00000000:00000000\n   1: 0A000001:0016 0A000002:C350 01 00000000:00000000\n",
+        ),
+        (
+            "1/net/udp",
+            "  sl  local_address rem_address   st\n   0: 00000000:0044 00000000:0000 07\n",
+        ),
+        (
+            "1/net/sockstat",
+            "sockets: used 3\nTCP: inuse 2 orphan 1 tw 0 alloc 2 mem 2\nUDP: inuse 1 mem 1\n",
+        ),
     ];
     for (name, text) in files {
         std::fs::write(proc_dir.join(name), text)?;
@@ -339,5 +425,31 @@ fn hostfs_reads_the_hosts_files_not_the_containers() -> Result<()> {
         (Some(2), Some(1), Some(1))
     );
     assert_eq!(get("uptime")["uptime"]["duration"]["ms"], 123_450);
+    let sockets = get("socket_summary")["socket"]["summary"].clone();
+    assert_eq!(sockets["tcp"]["all"]["listening"], 1, "{sockets}");
+    assert_eq!(sockets["tcp"]["all"]["established"], 1, "{sockets}");
+    assert_eq!(sockets["tcp"]["all"]["orphan"], 1, "{sockets}");
+    assert_eq!(sockets["udp"]["all"]["count"], 1, "{sockets}");
+    assert_eq!(sockets["all"]["count"], 3, "{sockets}");
+    let fsstat = get("fsstat")["fsstat"].clone();
+    assert_eq!(fsstat["count"], 1, "{fsstat}");
+    assert_eq!(fsstat["total_size"]["total"], fs["total"], "{fsstat}");
+    // The recorded host's processes, not ours.
+    let mut pids: Vec<u64> = docs["process"]
+        .iter()
+        .filter(|d| d["@timestamp"] == docs["process"][0]["@timestamp"])
+        .filter_map(|d| d["process"]["pid"].as_u64())
+        .collect();
+    pids.sort_unstable();
+    assert_eq!(pids, [1, 77]);
+    let init = docs["process"]
+        .iter()
+        .find(|d| d["process"]["pid"] == 1)
+        .context("init")?;
+    assert_eq!(
+        init["process"]["command_line"], "/sbin/init splash",
+        "{init}"
+    );
+    assert_eq!(init["process"]["name"], "init", "{init}");
     Ok(())
 }

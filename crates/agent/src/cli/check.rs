@@ -79,6 +79,49 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
             });
         }
     }
+    if let Some(node) = policy
+        .section("providers")
+        .and_then(|p| p.get(crate::runtime::kubernetes::PROVIDER))
+    {
+        let raw = node.to_value();
+        let (errors, warnings) = match crate::runtime::kubernetes::settings::parse(&raw) {
+            Ok(p) => (Vec::new(), p.warnings),
+            Err(e) => (e, Vec::new()),
+        };
+        let mut note = |severity, message: String| {
+            // The key is the first `…` of the message.
+            let key = message.split('`').nth(1).unwrap_or_default().to_string();
+            let rel = key.trim_start_matches("providers.kubernetes.");
+            // A value that uses variables is judged by `run`.
+            if severity == Severity::Error
+                && raw
+                    .lookup_path(rel)
+                    .is_some_and(crate::inputs::settings::unresolved)
+            {
+                return;
+            }
+            // `hints.enabled: true` is one key; `hints: {enabled: true}` two.
+            let path: Vec<String> = if node.get(rel).is_some() {
+                vec![rel.to_string()]
+            } else {
+                rel.split('.').map(str::to_string).collect()
+            };
+            let pos = crate::inputs::position(node, &path);
+            out.push(Diagnostic {
+                severity,
+                file: policy.file.clone(),
+                pos,
+                message,
+                hint: None,
+            });
+        };
+        for e in errors {
+            note(Severity::Error, e);
+        }
+        for w in warnings {
+            note(Severity::Warning, w);
+        }
+    }
     for input in policy.inputs() {
         let (name, pos) = match input.get("use_output") {
             Some(n) => match n.as_str() {

@@ -218,3 +218,28 @@ pub async fn grant_events(plane: &ControlPlane, ns: &str) -> Result<()> {
         .await?;
     Ok(())
 }
+
+/// Lets agent `k` get, list and watch pods, nodes and namespaces in every
+/// namespace (`add_metadata`, the provider's `add_resource_metadata`).
+/// Idempotent: the role may remain from an earlier test on this plane.
+pub async fn grant_metadata_reads(plane: &ControlPlane, k: u32) -> Result<()> {
+    let admin = plane.admin_client().await?;
+    let name = format!("leasehold-metadata-reader-{k}");
+    for object in [
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name},
+               "rules": [{"apiGroups": [""], "resources": ["pods", "nodes", "namespaces"],
+                          "verbs": ["get", "list", "watch"]}]}),
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(k)}]}),
+    ] {
+        if let Err(e) = leasehold_testkit::objects::create(&admin, None, object).await
+            && !format!("{e:#}").contains("already exists")
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

@@ -138,3 +138,14 @@ pub fn rss_kib(pid: u32) -> Result<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no VmRSS for {pid}"))
 }
+
+/// Every complete document of a `file` output called `events` in `dir`
+/// (none before the file exists).
+pub fn file_docs(dir: &std::path::Path) -> Result<Vec<Value>> {
+    let Ok(text) = std::fs::read_to_string(dir.join("events.ndjson")) else {
+        return Ok(Vec::new());
+    };
+    super::complete_lines(&text)
+        .map(|l| Ok(serde_json::from_str(l)?))
+        .collect()
+}

@@ -398,8 +398,8 @@ fn check_takes_elastics_kubernetes_provider_and_names_what_it_does_not_do() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
     for said in [
-        "provider.yml:5:20: warning: `providers.kubernetes.hints.enabled`: hints",
         "provider.yml:7:16: warning: `providers.kubernetes.add_resource_metadata.cronjob` has no effect",
+        "provider.yml:11:5: warning: this input reads `${kubernetes.pod.name}`, but with `providers.kubernetes.hints.enabled: true` the provider publishes only `kubernetes.hints.*`",
     ] {
         assert!(err.contains(said), "{said}: {err}");
     }

@@ -2,7 +2,8 @@
 //! Pods bound to a node name by their spec (they stay `Pending`), created
 //! and deleted in bursts. The inputs that read `${kubernetes.pod.*}` follow
 //! them — one per Pod, none left after they go — and the agent's memory
-//! returns to where it was.
+//! returns to where it was. With hints on, Pods' `co.elastic.hints/*`
+//! annotations choose what runs for their containers.
 
 mod agents;
 
@@ -27,12 +28,17 @@ const CLEANUP_S: u64 = 1;
 
 /// Ids of the running inputs rendered from the provider.
 fn dynamic_inputs(agent: &AgentProc) -> Result<Vec<String>> {
+    running_inputs(agent, "pod-")
+}
+
+/// Ids of the running inputs whose id starts with `prefix`.
+fn running_inputs(agent: &AgentProc, prefix: &str) -> Result<Vec<String>> {
     Ok(agent.status()?["inputs"]["running"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|i| i["id"].as_str())
-        .filter(|id| id.starts_with("pod-"))
+        .filter(|id| id.starts_with(prefix))
         .map(str::to_string)
         .collect())
 }
@@ -243,5 +249,123 @@ async fn mappings_carry_the_labels_of_the_pods_node_and_namespace() -> Result<()
     assert_eq!(k8s["deployment"]["name"], "web", "{event}");
     assert_eq!(k8s["replicaset"]["name"], "web-5d8f", "{event}");
     assert_eq!(k8s["labels"]["app"], "web", "{event}");
+    Ok(())
+}
+
+/// Hints on (`hints.enabled`): a container whose Pod names a package runs
+/// the inputs that package's hints turn on, with the hinted settings and
+/// processors; a container without hints runs the default container-log
+/// input, as Elastic's templates are written. Containers get their ids
+/// through the Pods' status, written as the kubelet writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_choose_what_runs_for_each_container() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let ns = plane.namespace("hints").await?;
+    let ns = ns.name().to_string();
+    let node = format!("{ns}-node");
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "pod-reader"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "pod-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "web", "annotations": {
+                   "co.elastic.hints/package": "web",
+                   "co.elastic.hints/data_streams": "access",
+                   "co.elastic.hints/access.period": "7s",
+                   "co.elastic.hints/processors.add_fields": "{\"target\": \"project\", \"fields\": {\"name\": \"shop\"}}"}},
+               "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                        "containers": [{"name": "c", "image": "none"}]}}),
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "plain"},
+               "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                        "containers": [{"name": "c", "image": "none"}]}}),
+    ] {
+        objects::create(&admin, Some(&ns), object).await?;
+    }
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    for (name, id) in [("web", "0a1b"), ("plain", "0c2d")] {
+        pods.patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"containerStatuses": [{
+                "name": "c", "containerID": format!("containerd://{id}"), "image": "none",
+                "imageID": "", "ready": true, "restartCount": 0}]}})),
+        )
+        .await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes: {{node: {node}, namespace: {ns}, hints: {{enabled: true}}}}
+outputs:
+  default: {{type: file, path: '{}', filename: events}}
+inputs:
+  - id: hinted-web-${{kubernetes.hints.container_id}}
+    type: exec
+    condition: ${{kubernetes.hints.web.access.enabled}} == true or ${{kubernetes.hints.web.enabled}} == true
+    command: [sh, -c, 'echo period=${{kubernetes.hints.web.access.period|"10s"}}; exec sleep 600']
+  - id: hinted-logs-${{kubernetes.hints.container_id}}
+    type: exec
+    condition: ${{kubernetes.hints.container_logs.enabled}} == true
+    command: [sh, -c, 'echo logs; exec sleep 600']
+"#,
+            out.display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    let uid = |name: &'static str| {
+        let pods = pods.clone();
+        async move { anyhow::Ok(pods.get(name).await?.metadata.uid.context("uid")?) }
+    };
+    let (web, plain) = (uid("web").await?, uid("plain").await?);
+    let mut want = vec![
+        format!("hinted-logs-0c2d-kubernetes-{plain}.c"),
+        format!("hinted-web-0a1b-kubernetes-{web}.c"),
+    ];
+    want.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (events, ids) = loop {
+        let mut ids = running_inputs(&agent, "hinted-")?;
+        ids.sort();
+        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+        let events: Vec<serde_json::Value> = complete_lines(&text)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if ids == want && events.len() >= 2 {
+            break (events, ids);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "running {ids:?}, want {want:?}; events: {text}; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let web_event = events
+        .iter()
+        .find(|e| e["message"] == "period=7s")
+        .with_context(|| format!("no event with the hinted period: {events:?} ({ids:?})"))?;
+    assert_eq!(web_event["project"]["name"], "shop", "{web_event}");
+    assert_eq!(web_event["kubernetes"]["pod"]["name"], "web", "{web_event}");
+    assert_eq!(web_event["container"]["id"], "0a1b", "{web_event}");
+    let logs_event = events
+        .iter()
+        .find(|e| e["message"] == "logs")
+        .with_context(|| format!("no default container-log event: {events:?}"))?;
+    assert_eq!(
+        logs_event["kubernetes"]["pod"]["name"], "plain",
+        "{logs_event}"
+    );
+    assert!(logs_event["project"].is_null(), "{logs_event}");
     Ok(())
 }

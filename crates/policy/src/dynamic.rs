@@ -10,7 +10,7 @@
 //!   repeated (a pod's mapping and its containers' often agree);
 //! - each rendering gets the id `<rendered id>-<provider>-<mapping id>`
 //!   and carries the mapping's `fields`, which the runtime adds to every
-//!   event of that input;
+//!   event of that input, and its `processors`, after the input's own;
 //! - an input no mapping renders is reported as dropped, with why.
 
 use crate::cond::Condition;
@@ -31,6 +31,9 @@ pub struct Mapping {
     /// Added to every event of an input rendered from this mapping: a map
     /// of top-level keys (e.g. `kubernetes`, `container`).
     pub fields: Value,
+    /// Processors appended to the `processors` of every input rendered
+    /// from this mapping (hints ask for them).
+    pub processors: Vec<Value>,
 }
 
 /// A dynamic provider's current mappings, sorted by [`sort`].
@@ -51,34 +54,66 @@ pub fn sort(mappings: &mut [Mapping]) {
 /// string (with `default_provider` applied to names without a dot) or a
 /// condition.
 pub fn reads_provider(input: &Node, provider: &str, default_provider: &str) -> bool {
-    let ours = |name: &str| {
-        name == provider
-            || name
-                .strip_prefix(provider)
-                .is_some_and(|rest| rest.starts_with('.'))
-    };
-    match &input.kind {
-        NodeKind::Str { value, .. } => {
-            subst::may_contain_vars(value)
-                && subst::parse(value, default_provider).is_ok_and(|t| {
-                    t.refs()
-                        .flat_map(|r| r.alts.iter())
-                        .any(|a| matches!(a, Alt::Var(v) if ours(v)))
-                })
+    let mut found = false;
+    visit_vars(input, default_provider, &mut |name| {
+        found |= of_provider(name, provider);
+    });
+    found
+}
+
+/// The variables of `provider` that `input` reads (full names, e.g.
+/// `kubernetes.container.id`), in order of appearance, without repeats.
+pub fn provider_vars(input: &Node, provider: &str, default_provider: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    visit_vars(input, default_provider, &mut |name| {
+        if of_provider(name, provider) && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
         }
-        NodeKind::List(items) => items
-            .iter()
-            .any(|i| reads_provider(i, provider, default_provider)),
-        NodeKind::Map(entries) => entries.iter().any(|(k, v)| {
-            if k.name == "condition" {
-                v.as_str()
-                    .and_then(|src| Condition::parse(src).ok())
-                    .is_some_and(|c| c.variables().into_iter().any(ours))
-            } else {
-                reads_provider(v, provider, default_provider)
+    });
+    names
+}
+
+fn of_provider(name: &str, provider: &str) -> bool {
+    name == provider
+        || name
+            .strip_prefix(provider)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// Calls `f` with every variable name read by a string or a condition in
+/// `node`.
+fn visit_vars(node: &Node, default_provider: &str, f: &mut dyn FnMut(&str)) {
+    match &node.kind {
+        NodeKind::Str { value, .. } => {
+            if subst::may_contain_vars(value)
+                && let Ok(t) = subst::parse(value, default_provider)
+            {
+                for alt in t.refs().flat_map(|r| r.alts.iter()) {
+                    if let Alt::Var(v) = alt {
+                        f(v);
+                    }
+                }
             }
-        }),
-        _ => false,
+        }
+        NodeKind::List(items) => {
+            for i in items {
+                visit_vars(i, default_provider, f);
+            }
+        }
+        NodeKind::Map(entries) => {
+            for (k, v) in entries {
+                if k.name == "condition" {
+                    if let Some(c) = v.as_str().and_then(|src| Condition::parse(src).ok()) {
+                        for name in c.variables() {
+                            f(name);
+                        }
+                    }
+                } else {
+                    visit_vars(v, default_provider, f);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -103,6 +138,7 @@ mod tests {
                 "labels": {"app": app},
             })),
             fields: Value::from_json(&serde_json::json!({"kubernetes": {"pod": {"name": name}}})),
+            processors: Vec::new(),
         }
     }
 
@@ -120,6 +156,7 @@ mod tests {
                 "kubernetes": {"pod": {"name": name}, "container": {"name": cname}},
                 "container": {"id": cid},
             })),
+            processors: Vec::new(),
         }
     }
 
@@ -180,6 +217,40 @@ inputs:
         );
         assert_eq!(r.inputs[4].fields, None, "a static input adds nothing");
         assert!(r.dropped.is_empty(), "{:?}", r.dropped);
+    }
+
+    #[test]
+    fn a_mappings_processors_follow_the_inputs_own() {
+        let p = policy(
+            "inputs:\n  - id: log-${kubernetes.container.id}\n    type: filestream\n    processors: [{add_tags: {tags: [own]}}]\n  - id: static-${kubernetes.pod.name}\n    type: exec\n",
+        );
+        let mut c = container("u1", "web-1", "nginx", "c1");
+        c.processors = vec![Value::from_json(
+            &serde_json::json!({"add_tags": {"tags": ["hinted"]}}),
+        )];
+        let mut pod_mapping = pod("u1", "web-1", "web");
+        pod_mapping.processors = c.processors.clone();
+        let mut mappings = vec![c, pod_mapping];
+        sort(&mut mappings);
+        let d = Dynamic {
+            provider: "kubernetes",
+            mappings: &mappings,
+        };
+        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let tags = |i: usize| -> Vec<String> {
+            match r.inputs[i].config.lookup_path("processors") {
+                Some(Value::List(l)) => l
+                    .iter()
+                    .filter_map(|p| p.lookup_path("add_tags.tags.0"))
+                    .map(|t| t.to_subst_text())
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        assert_eq!(r.inputs[0].id, "log-c1-kubernetes-u1.nginx");
+        assert_eq!(tags(0), ["own", "hinted"]);
+        assert_eq!(r.inputs[1].id, "static-web-1-kubernetes-u1");
+        assert_eq!(tags(1), ["hinted"], "an input without its own gets a list");
     }
 
     #[test]
@@ -268,5 +339,9 @@ inputs:
             .map(|i| reads_provider(i, "kubernetes", "env"))
             .collect();
         assert_eq!(got, [true, true, false, false, false]);
+        assert_eq!(
+            provider_vars(&p.inputs()[0], "kubernetes", "env"),
+            ["kubernetes.pod.ip"]
+        );
     }
 }

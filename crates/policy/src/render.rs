@@ -316,6 +316,20 @@ pub fn render_with(
                     let id = format!("{}-{}-{}", config_id(&config), d.provider, m.id);
                     let mut config = config;
                     config.insert("id", Value::Str(id));
+                    // The mapping's processors run after the input's own
+                    // (a malformed `processors` is left for its reader to
+                    // report).
+                    if used_provider && !m.processors.is_empty() {
+                        let own = match config.get("processors") {
+                            Some(Value::List(own)) => Some(own.clone()),
+                            Some(Value::Null) | None => Some(Vec::new()),
+                            Some(_) => None,
+                        };
+                        if let Some(mut all) = own {
+                            all.extend(m.processors.iter().cloned());
+                            config.insert("processors", Value::List(all));
+                        }
+                    }
                     push_input(
                         &mut out,
                         &mut seen,

@@ -84,10 +84,39 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
         .and_then(|p| p.get(crate::runtime::kubernetes::PROVIDER))
     {
         let raw = node.to_value();
-        let (errors, warnings) = match crate::runtime::kubernetes::settings::parse(&raw) {
-            Ok(p) => (Vec::new(), p.warnings),
-            Err(e) => (e, Vec::new()),
+        let (errors, warnings, hints_on) = match crate::runtime::kubernetes::settings::parse(&raw) {
+            Ok(p) => {
+                let hints_on = p.settings.as_ref().is_some_and(|s| s.hints.enabled);
+                (Vec::new(), p.warnings, hints_on)
+            }
+            Err(e) => (e, Vec::new(), false),
         };
+        // In hints mode the provider publishes `kubernetes.hints.*` only: an
+        // input reading its other variables would never run.
+        if hints_on {
+            let default_provider = policy.default_provider();
+            for input in policy.inputs() {
+                let other: Vec<String> = leasehold_policy::dynamic::provider_vars(
+                    input,
+                    crate::runtime::kubernetes::PROVIDER,
+                    &default_provider,
+                )
+                .into_iter()
+                .filter(|v| !v.starts_with("kubernetes.hints."))
+                .collect();
+                if let Some(first) = other.first() {
+                    out.push(Diagnostic {
+                        severity: Severity::Warning,
+                        file: policy.file.clone(),
+                        pos: input.pos,
+                        message: format!(
+                            "this input reads `${{{first}}}`, but with `providers.kubernetes.hints.enabled: true` the provider publishes only `kubernetes.hints.*`: it will not run"
+                        ),
+                        hint: Some("read `${kubernetes.hints.container_id}` and the other hints (docs/configuration.md, Hints), or turn hints off".into()),
+                    });
+                }
+            }
+        }
         let mut note = |severity, message: String| {
             // The key is the first `…` of the message.
             let key = message.split('`').nth(1).unwrap_or_default().to_string();

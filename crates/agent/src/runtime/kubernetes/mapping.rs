@@ -1,12 +1,13 @@
 //! What the provider publishes for one pod: a mapping for the pod and one
 //! for each of its containers that has an id, with Elastic Agent's
-//! variable names and the fields Elastic adds to their inputs' events. Pure:
-//! a Pod in, mappings out.
+//! variable names (or, with hints on, its `hints` variables) and the fields
+//! Elastic adds to their inputs' events. Pure: a Pod in, mappings out.
 
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 use leasehold_policy::dynamic::Mapping;
 use leasehold_policy::{Map, Value};
 
+use super::hints::hinted;
 use super::settings::{ProviderSettings, Scope};
 
 /// Owner kinds whose name becomes `kubernetes.<kind>.name`.
@@ -142,12 +143,28 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
             .into(),
         ),
     );
-    let mut out = vec![Mapping {
-        id: uid.clone(),
-        priority: 1,
-        vars: Value::Map(pod_vars),
-        fields: Value::Map(wrap("kubernetes", fields.clone())),
-    }];
+    let no_annotations = Labels::new();
+    let all_annotations = meta.annotations.as_ref().unwrap_or(&no_annotations);
+    let mut out = Vec::new();
+    // In hints mode a mapping publishes only its `hints` (and the Pod's
+    // only when it names a package), as in Elastic Agent.
+    let (published, processors) = if s.hints.enabled {
+        match hinted(&s.hints, all_annotations, &Value::Map(pod_vars), None) {
+            Some(h) => (Some(h.vars), h.processors),
+            None => (None, Vec::new()),
+        }
+    } else {
+        (Some(Value::Map(pod_vars)), Vec::new())
+    };
+    if let Some(published) = published {
+        out.push(Mapping {
+            id: uid.clone(),
+            priority: 1,
+            vars: published,
+            fields: Value::Map(wrap("kubernetes", fields.clone())),
+            processors,
+        });
+    }
 
     let spec_containers = spec.into_iter().flat_map(|sp| {
         sp.containers
@@ -193,6 +210,19 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
         }
         let mut cvars = vars.clone();
         cvars.insert("container", Value::Map(c));
+        let (cvars, processors) = if s.hints.enabled {
+            match hinted(
+                &s.hints,
+                all_annotations,
+                &Value::Map(cvars),
+                Some((name, id)),
+            ) {
+                Some(h) => (h.vars, h.processors),
+                None => continue,
+            }
+        } else {
+            (Value::Map(cvars), Vec::new())
+        };
         let mut kfields = fields.clone();
         kfields.insert(
             "container",
@@ -208,8 +238,9 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
         out.push(Mapping {
             id: format!("{uid}.{name}"),
             priority: 2,
-            vars: Value::Map(cvars),
+            vars: cvars,
             fields: Value::Map(all),
+            processors,
         });
     }
     out
@@ -352,6 +383,52 @@ mod tests {
 
     fn json(v: &Value) -> serde_json::Value {
         serde_json::to_value(v).unwrap()
+    }
+
+    #[test]
+    fn with_hints_on_mappings_publish_hints_and_keep_their_fields() {
+        let mut p = pod();
+        p.metadata.annotations = Some(
+            [
+                ("co.elastic.hints.nginx/package", "nginx"),
+                (
+                    "co.elastic.hints.nginx/host",
+                    "${kubernetes.pod.ip}:${kubernetes.container.port}",
+                ),
+                (
+                    "co.elastic.hints/processors.add_tags",
+                    r#"{"tags": ["hinted"]}"#,
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let s = ProviderSettings {
+            hints: super::super::hints::HintSettings {
+                enabled: true,
+                ..Default::default()
+            },
+            ..ProviderSettings::default()
+        };
+        let m = pod_mappings(&p, &s, Related::default());
+        let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
+        // No Pod-level package: the Pod publishes nothing; `setup` has no
+        // package and gets the default container logs.
+        assert_eq!(ids, ["u-1.nginx", "u-1.setup"]);
+        assert_eq!(
+            json(&m[0].vars),
+            serde_json::json!({"hints": {
+                "nginx": {"container_logs": {"enabled": true}, "host": "10.244.0.7:9113", "enabled": true},
+                "container_id": "abc123",
+            }})
+        );
+        assert_eq!(
+            json(&m[1].vars),
+            serde_json::json!({"hints": {"container_logs": {"enabled": true}, "container_id": "def456"}})
+        );
+        assert_eq!(json(&m[0].fields)["kubernetes"]["pod"]["name"], "web-7d9f");
+        assert_eq!(m[1].processors.len(), 1);
     }
 
     #[test]

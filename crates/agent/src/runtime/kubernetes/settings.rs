@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
+use super::hints::HintSettings;
 use crate::units::parse_duration;
 
 /// Elastic Agent's default wait between a pod's deletion and the removal
@@ -59,6 +60,8 @@ pub struct ProviderSettings {
     /// `add_resource_metadata.deployment` (default false): the
     /// Deployment's name of a pod whose ReplicaSet it owns.
     pub deployment: bool,
+    /// `hints.*` and `prefix`.
+    pub hints: HintSettings,
 }
 
 impl Default for ProviderSettings {
@@ -77,6 +80,7 @@ impl Default for ProviderSettings {
             node_metadata: true,
             namespace_metadata: true,
             deployment: false,
+            hints: HintSettings::default(),
         }
     }
 }
@@ -91,7 +95,7 @@ pub struct Parsed {
 }
 
 /// Keys accepted without effect, and why.
-const INERT: [(&str, &str); 8] = [
+const INERT: [(&str, &str); 7] = [
     (
         "sync_period",
         "watches are event-driven and re-list only when the API server asks",
@@ -103,7 +107,6 @@ const INERT: [(&str, &str); 8] = [
     ("use_kubeadm", "`orchestrator.cluster.*` is not added"),
     ("use_regex_include", "label names are matched exactly"),
     ("use_regex_exclude", "label names are matched exactly"),
-    ("prefix", "hints are not read"),
     (
         "resources.node.enabled",
         "leasehold publishes pod and container mappings only",
@@ -197,16 +200,14 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
                     enabled = false;
                 }
             }
-            "hints.enabled" => {
-                if boolean(&mut errors) == Some(true) {
-                    warnings.push(format!(
-                        "{at}: hints (`co.elastic.hints/*` annotations) are not read by leasehold; write the inputs in the policy with `${{kubernetes.*}}` variables instead"
-                    ));
-                }
-            }
+            "hints.enabled" => s.hints.enabled = boolean(&mut errors).unwrap_or(false),
             "hints.default_container_logs" => {
-                boolean(&mut errors);
+                s.hints.default_container_logs = boolean(&mut errors).unwrap_or(true)
             }
+            "prefix" => match text() {
+                Some(p) if !p.is_empty() => s.hints.prefix = p,
+                _ => errors.push(format!("{at} must be an annotation prefix, e.g. co.elastic")),
+            },
             "add_resource_metadata.node.enabled" | "add_resource_metadata.node" => {
                 s.node_metadata = boolean(&mut errors).unwrap_or(true)
             }
@@ -226,7 +227,7 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             k => match INERT.iter().find(|(name, _)| *name == k) {
                 Some((_, why)) => warnings.push(format!("{at} has no effect: {why}")),
                 None => errors.push(format!(
-                    "{at} is not a setting of the kubernetes provider (known: scope, node, namespace, cleanup_timeout, include_labels, exclude_labels, include_annotations, labels.dedot, annotations.dedot, resources.pod.enabled, add_resource_metadata, hints, kube_config)"
+                    "{at} is not a setting of the kubernetes provider (known: scope, node, namespace, cleanup_timeout, include_labels, exclude_labels, include_annotations, labels.dedot, annotations.dedot, resources.pod.enabled, add_resource_metadata, hints, prefix, kube_config)"
                 )),
             },
         }
@@ -306,9 +307,14 @@ mod tests {
         assert_eq!(s.include_annotations, ["team"]);
         assert!(!s.labels_dedot);
         assert!(s.deployment && s.node_metadata && s.namespace_metadata);
+        assert!(s.hints.enabled && s.hints.default_container_logs);
+        assert_eq!(s.hints.prefix, "co.elastic");
         let all = p.warnings.join("\n");
-        assert!(!all.contains("deployment"), "{all}");
-        for said in ["hints", "sync_period", "ignored in cluster scope"] {
+        assert!(
+            !all.contains("deployment") && !all.contains("hints"),
+            "{all}"
+        );
+        for said in ["sync_period", "ignored in cluster scope"] {
             assert!(all.contains(said), "{said}: {all}");
         }
         assert_eq!(

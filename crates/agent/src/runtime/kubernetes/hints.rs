@@ -1,0 +1,390 @@
+//! Hints: Elastic Agent's `co.elastic.hints/*` Pod annotations turned into
+//! the `kubernetes.hints.*` variables its templates read (Elastic's
+//! `templates.d`, e.g. `${kubernetes.hints.redis.info.period|'10s'}` under
+//! `condition: ${kubernetes.hints.redis.info.enabled} == true or
+//! ${kubernetes.hints.redis.enabled} == true`). Pure: annotations and the
+//! mapping's other variables in, the `hints` variables and processors out.
+//!
+//! - `<prefix>.hints/<key>` applies to every container of the Pod;
+//!   `<prefix>.hints.<container>/<key>` to that container, and wins.
+//! - Without `package` a container publishes only when
+//!   `default_container_logs` is on: `container_logs.enabled` and
+//!   `container_id`, which Elastic's `container_logs.yml` template reads.
+//! - `${kubernetes.…}` inside a hint's value reads the mapping's own
+//!   variables (`${kubernetes.pod.ip}:6379`); a hint whose variable does
+//!   not resolve is left out, as Elastic leaves it out.
+//! - `processors.<name>` (JSON settings) and `processors.<n>.<name>.<key>`
+//!   become processors of the inputs the mapping renders.
+//! - Not read: `parsers` hints, and Beats' `co.elastic.logs/*` and
+//!   `co.elastic.metrics/*` (Filebeat's and Metricbeat's autodiscover).
+
+use std::collections::BTreeMap;
+
+use leasehold_policy::{Map, Value};
+
+/// The hint keys that a package and each of its data streams take.
+const SETTINGS: [&str; 7] = [
+    "host",
+    "period",
+    "timeout",
+    "metrics_path",
+    "username",
+    "password",
+    "stream",
+];
+
+/// `providers.kubernetes.hints.*` and `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HintSettings {
+    /// `hints.enabled`: mappings publish `hints` instead of the template
+    /// variables, as in Elastic Agent.
+    pub enabled: bool,
+    /// `hints.default_container_logs` (default true).
+    pub default_container_logs: bool,
+    /// `prefix` (default `co.elastic`).
+    pub prefix: String,
+}
+
+impl Default for HintSettings {
+    fn default() -> Self {
+        HintSettings {
+            enabled: false,
+            default_container_logs: true,
+            prefix: "co.elastic".into(),
+        }
+    }
+}
+
+/// What a mapping publishes in hints mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hinted {
+    /// The mapping's variables: `{hints: …}`.
+    pub vars: Value,
+    /// Processors for the inputs it renders.
+    pub processors: Vec<Value>,
+}
+
+/// The hints of one mapping: the Pod's (`container` none) or a
+/// container's (`(name, id)`). `meta` is the mapping's template variables
+/// (what `${kubernetes.…}` inside a hint reads). `None`: the mapping is not
+/// published.
+pub fn hinted(
+    s: &HintSettings,
+    annotations: &BTreeMap<String, String>,
+    meta: &Value,
+    container: Option<(&str, &str)>,
+) -> Option<Hinted> {
+    let hints = collect(&s.prefix, annotations, container.map(|(name, _)| name));
+    let processors = processors(&hints);
+    let mut out = Map::new();
+    match hints.get("package").filter(|p| !p.trim().is_empty()) {
+        Some(package) => {
+            let mut pkg = Map::new();
+            if container.is_some() {
+                put(&mut pkg, "container_logs.enabled", Value::Bool(true));
+            }
+            let common: Vec<(&str, String)> = SETTINGS
+                .iter()
+                .filter_map(|k| Some((*k, resolve(hints.get(*k)?, meta)?)))
+                .collect();
+            for (k, v) in &common {
+                pkg.insert(*k, Value::Str(v.clone()));
+            }
+            let streams: Vec<&str> = hints
+                .get("data_streams")
+                .map(|l| {
+                    l.split(',')
+                        .map(str::trim)
+                        .filter(|d| !d.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if streams.is_empty() {
+                pkg.insert("enabled", Value::Bool(true));
+            }
+            for stream in streams {
+                let mut st = Map::new();
+                st.insert("enabled", Value::Bool(true));
+                for (k, v) in &common {
+                    st.insert(*k, Value::Str(v.clone()));
+                }
+                for k in SETTINGS {
+                    if let Some(v) = hints
+                        .get(&format!("{stream}.{k}"))
+                        .and_then(|v| resolve(v, meta))
+                    {
+                        st.insert(k, Value::Str(v));
+                    }
+                }
+                put(&mut pkg, stream, Value::Map(st));
+            }
+            put(&mut out, package.trim(), Value::Map(pkg));
+        }
+        None => {
+            container.filter(|_| s.default_container_logs)?;
+            put(&mut out, "container_logs.enabled", Value::Bool(true));
+        }
+    }
+    if let Some((_, id)) = container {
+        out.insert("container_id", Value::Str(id.to_string()));
+    }
+    let mut vars = Map::new();
+    vars.insert("hints", Value::Map(out));
+    Some(Hinted {
+        vars: Value::Map(vars),
+        processors,
+    })
+}
+
+/// The hints that apply: the Pod's, then the container's over them, keyed
+/// by what follows the `/` (`package`, `info.period`, `processors.1.x`).
+fn collect(
+    prefix: &str,
+    annotations: &BTreeMap<String, String>,
+    container: Option<&str>,
+) -> BTreeMap<String, String> {
+    let pod = format!("{prefix}.hints/");
+    let own = container.map(|c| format!("{prefix}.hints.{c}/"));
+    let mut hints = BTreeMap::new();
+    for (k, v) in annotations {
+        if let Some(key) = k.strip_prefix(&pod) {
+            hints.entry(key.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+    if let Some(own) = own {
+        for (k, v) in annotations {
+            if let Some(key) = k.strip_prefix(&own) {
+                hints.insert(key.to_string(), v.clone());
+            }
+        }
+    }
+    hints
+}
+
+/// `${kubernetes.<path>}` references in `value` replaced from `meta`;
+/// `None` when one does not resolve to text, or the value is empty.
+fn resolve(value: &str, meta: &Value) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let end = rest[start..].find('}')? + start;
+        let path = &rest[start + 2..end];
+        let path = path.strip_prefix("kubernetes.").unwrap_or(path);
+        match meta.lookup_path(path)? {
+            Value::Str(t) => out.push_str(t),
+            _ => return None,
+        }
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    (!out.is_empty()).then_some(out)
+}
+
+/// `processors.<name>: <json>` and `processors.<n>.<name>[.<key>…]:
+/// <value>`, numbered ones first in their order.
+fn processors(hints: &BTreeMap<String, String>) -> Vec<Value> {
+    let mut numbered: BTreeMap<u64, Map> = BTreeMap::new();
+    let mut named = Vec::new();
+    for (key, raw) in hints {
+        let Some(rest) = key.strip_prefix("processors.") else {
+            continue;
+        };
+        // Annotation values are text: JSON (`{…}`, `[…]`, `true`, `5`)
+        // where it parses, else the text itself.
+        let value = serde_json::from_str::<serde_json::Value>(raw)
+            .map_or_else(|_| Value::Str(raw.clone()), |j| Value::from_json(&j));
+        match rest.split_once('.') {
+            Some((n, path)) if n.parse::<u64>().is_ok() => {
+                put(
+                    numbered.entry(n.parse().unwrap_or(0)).or_default(),
+                    path,
+                    value,
+                );
+            }
+            _ => {
+                let mut one = Map::new();
+                put(&mut one, rest, value);
+                named.push(Value::Map(one));
+            }
+        }
+    }
+    numbered
+        .into_values()
+        .map(Value::Map)
+        .chain(named)
+        .collect()
+}
+
+/// Puts `value` at the dotted `path` of `m`, making maps on the way.
+fn put(m: &mut Map, path: &str, value: Value) {
+    match path.split_once('.') {
+        None => m.insert(path, value),
+        Some((head, rest)) => {
+            let mut inner = match m.remove(head) {
+                Some(Value::Map(inner)) => inner,
+                _ => Map::new(),
+            };
+            put(&mut inner, rest, value);
+            m.insert(head, Value::Map(inner));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn meta() -> Value {
+        Value::from_json(
+            &json!({"pod": {"name": "redis-0", "ip": "10.1.2.3"}, "namespace": "shop"}),
+        )
+    }
+
+    fn on() -> HintSettings {
+        HintSettings {
+            enabled: true,
+            ..HintSettings::default()
+        }
+    }
+
+    fn json_of(v: &Value) -> serde_json::Value {
+        serde_json::to_value(v).unwrap()
+    }
+
+    #[test]
+    fn elastics_redis_example_publishes_per_data_stream_hints() {
+        // Elastic's documented example: package, data streams, a host read
+        // from the Pod, and a period for one data stream.
+        let a = annotations(&[
+            ("co.elastic.hints/package", "redis"),
+            ("co.elastic.hints/data_streams", "info, key"),
+            ("co.elastic.hints/host", "${kubernetes.pod.ip}:6379"),
+            ("co.elastic.hints/info.period", "5m"),
+            ("unrelated", "x"),
+        ]);
+        let h = hinted(&on(), &a, &meta(), Some(("redis", "abc123"))).unwrap();
+        assert_eq!(
+            json_of(&h.vars),
+            json!({"hints": {
+                "redis": {
+                    "container_logs": {"enabled": true},
+                    "host": "10.1.2.3:6379",
+                    "info": {"enabled": true, "host": "10.1.2.3:6379", "period": "5m"},
+                    "key": {"enabled": true, "host": "10.1.2.3:6379"},
+                },
+                "container_id": "abc123",
+            }})
+        );
+        assert!(h.processors.is_empty());
+        // The Pod's own mapping: no container id, no container logs, and
+        // the package on as a whole when no data stream is named.
+        let a = annotations(&[("co.elastic.hints/package", "redis")]);
+        let h = hinted(&on(), &a, &meta(), None).unwrap();
+        assert_eq!(
+            json_of(&h.vars),
+            json!({"hints": {"redis": {"enabled": true}}})
+        );
+    }
+
+    #[test]
+    fn a_containers_own_hints_win_and_apply_to_it_alone() {
+        let a = annotations(&[
+            ("co.elastic.hints/package", "redis"),
+            ("co.elastic.hints/period", "10s"),
+            ("co.elastic.hints.exporter/package", "prometheus"),
+            (
+                "co.elastic.hints.exporter/host",
+                "${kubernetes.pod.ip}:9121",
+            ),
+            ("co.elastic.hints.exporter2/package", "nginx"),
+        ]);
+        let v = json_of(
+            &hinted(&on(), &a, &meta(), Some(("exporter", "e1")))
+                .unwrap()
+                .vars,
+        );
+        assert_eq!(v["hints"]["prometheus"]["host"], "10.1.2.3:9121", "{v}");
+        assert_eq!(v["hints"]["prometheus"]["period"], "10s", "{v}");
+        assert!(v["hints"]["redis"].is_null(), "{v}");
+        let v = json_of(
+            &hinted(&on(), &a, &meta(), Some(("redis", "r1")))
+                .unwrap()
+                .vars,
+        );
+        assert_eq!(v["hints"]["redis"]["enabled"], true, "{v}");
+        assert!(v["hints"]["prometheus"].is_null(), "{v}");
+    }
+
+    #[test]
+    fn without_a_package_only_default_container_logs_publish() {
+        let none = BTreeMap::new();
+        let v = json_of(
+            &hinted(&on(), &none, &meta(), Some(("app", "c9")))
+                .unwrap()
+                .vars,
+        );
+        assert_eq!(
+            v,
+            json!({"hints": {"container_logs": {"enabled": true}, "container_id": "c9"}})
+        );
+        assert_eq!(
+            hinted(&on(), &none, &meta(), None),
+            None,
+            "a Pod publishes nothing"
+        );
+        let off = HintSettings {
+            default_container_logs: false,
+            ..on()
+        };
+        assert_eq!(hinted(&off, &none, &meta(), Some(("app", "c9"))), None);
+    }
+
+    #[test]
+    fn a_hint_whose_variable_does_not_resolve_is_left_out() {
+        let a = annotations(&[
+            ("co.elastic.hints/package", "redis"),
+            ("co.elastic.hints/host", "${kubernetes.pod.missing}:6379"),
+            ("co.elastic.hints/username", "${kubernetes.pod"),
+        ]);
+        let v = json_of(&hinted(&on(), &a, &meta(), None).unwrap().vars);
+        assert_eq!(v, json!({"hints": {"redis": {"enabled": true}}}));
+    }
+
+    #[test]
+    fn processors_come_from_json_or_numbered_keys_in_order() {
+        let a = annotations(&[
+            ("co.elastic.hints/package", "nginx"),
+            (
+                "co.elastic.hints/processors.add_fields",
+                r#"{"target": "project", "fields": {"name": "shop"}}"#,
+            ),
+            (
+                "co.elastic.hints/processors.2.drop_fields.fields",
+                r#"["a"]"#,
+            ),
+            (
+                "co.elastic.hints/processors.1.rename.ignore_missing",
+                "true",
+            ),
+        ]);
+        let h = hinted(&on(), &a, &meta(), Some(("nginx", "n1"))).unwrap();
+        let got: Vec<serde_json::Value> = h.processors.iter().map(json_of).collect();
+        assert_eq!(
+            got,
+            [
+                json!({"rename": {"ignore_missing": true}}),
+                json!({"drop_fields": {"fields": ["a"]}}),
+                json!({"add_fields": {"target": "project", "fields": {"name": "shop"}}}),
+            ]
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! and its `metrics_filters`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use regex::Regex;
 
@@ -13,8 +14,8 @@ use crate::Family;
 /// in the order first seen (a repeated sample name keeps the last value).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
-    pub labels: Vec<(String, String)>,
-    pub metrics: Vec<(String, f64)>,
+    pub labels: Vec<(Arc<str>, Arc<str>)>,
+    pub metrics: Vec<(Arc<str>, f64)>,
 }
 
 /// One group per distinct label set (labels sorted by name), holding every
@@ -27,9 +28,9 @@ pub struct Group {
 /// them); +Inf/-Inf kept as f64. Groups come out in the order first seen.
 pub fn group_by_labels(families: &[Family]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut by_labels: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    let mut by_labels: HashMap<Vec<(Arc<str>, Arc<str>)>, usize> = HashMap::new();
     // Per group: sample name → position in `metrics`.
-    let mut by_metric: Vec<HashMap<String, usize>> = Vec::new();
+    let mut by_metric: Vec<HashMap<Arc<str>, usize>> = Vec::new();
     for sample in families.iter().flat_map(|f| f.samples.iter()) {
         if sample.value.is_nan() {
             continue;

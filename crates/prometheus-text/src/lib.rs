@@ -26,11 +26,16 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
 mod group;
 mod parser;
 
 pub use group::{Group, NameFilter, filter, group_by_labels};
+
+/// A name or label value of an exposition, shared by every sample that
+/// repeats it.
+pub type Text = Arc<str>;
 
 /// The two exposition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,11 +96,12 @@ impl fmt::Display for MetricType {
 }
 
 /// One sample line. `name` is the full sample name (`foo_bucket`, `foo_total`);
-/// label values are unescaped; labels keep their order in the line.
+/// label values are unescaped; labels keep their order in the line. Texts
+/// are shared: one copy of each distinct name and value per exposition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    pub name: String,
-    pub labels: Vec<(String, String)>,
+    pub name: Arc<str>,
+    pub labels: Vec<(Arc<str>, Arc<str>)>,
     pub value: f64,
     /// Milliseconds since the epoch. OpenMetrics timestamps (seconds, may be
     /// fractional) are converted to milliseconds and rounded.

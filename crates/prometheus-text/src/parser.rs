@@ -1,9 +1,27 @@
 //! Line parser and family assembly. Every slice index is taken with `get`
 //! and every cursor step lands on a char boundary, so no input can panic.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::{Family, Format, MetricType, ParseError, Sample};
+
+/// One copy of each distinct text of an exposition (label names and
+/// values, sample names): a Pod's name, namespace and uid repeat in every
+/// family that describes it, and label names in every sample.
+#[derive(Default)]
+pub(crate) struct Interner(HashSet<Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, text: &str) -> Arc<str> {
+        if let Some(t) = self.0.get(text) {
+            return t.clone();
+        }
+        let t: Arc<str> = Arc::from(text);
+        self.0.insert(t.clone());
+        t
+    }
+}
 
 /// Longest piece of input quoted in an error message, in chars.
 const SNIPPET_CHARS: usize = 48;
@@ -23,6 +41,7 @@ pub(crate) fn run(
     keep: Keep<'_>,
 ) -> (Vec<Family>, Vec<ParseError>) {
     let mut state = State::new(format);
+    let mut texts = Interner::default();
     let mut errors = Vec::new();
     let mut line_no = 0usize;
     let mut saw_eof = false;
@@ -43,7 +62,7 @@ pub(crate) fn run(
         {
             continue;
         }
-        let outcome = parse_line(line, format).and_then(|parsed| match parsed {
+        let outcome = parse_line(line, format, &mut texts).and_then(|parsed| match parsed {
             Line::Eof => {
                 saw_eof = true;
                 Ok(())
@@ -80,7 +99,7 @@ enum Line<'a> {
     Sample(Sample),
 }
 
-fn parse_line(line: &str, format: Format) -> Result<Line<'_>, String> {
+fn parse_line<'a>(line: &'a str, format: Format, texts: &mut Interner) -> Result<Line<'a>, String> {
     let om = format == Format::OpenMetrics;
     let line = if om {
         line
@@ -96,7 +115,7 @@ fn parse_line(line: &str, format: Format) -> Result<Line<'_>, String> {
     }
     match line.strip_prefix('#') {
         Some(rest) => parse_comment(rest, om),
-        None => parse_sample(line, om).map(Line::Sample),
+        None => parse_sample(line, om, texts).map(Line::Sample),
     }
 }
 
@@ -240,7 +259,7 @@ fn unescape_help(text: &str, om: bool) -> Result<String, String> {
     Ok(out)
 }
 
-fn parse_sample(line: &str, om: bool) -> Result<Sample, String> {
+fn parse_sample(line: &str, om: bool, texts: &mut Interner) -> Result<Sample, String> {
     let mut c = Cursor::new(line);
     let name = c
         .metric_name()
@@ -248,7 +267,7 @@ fn parse_sample(line: &str, om: bool) -> Result<Sample, String> {
     let mut gap = c.skip_ws();
     let mut labels = Vec::new();
     if c.eat(b'{') {
-        labels = parse_labels(&mut c, om)?;
+        labels = parse_labels(&mut c, om, texts)?;
         gap = c.skip_ws();
     }
     if gap == 0 {
@@ -287,7 +306,7 @@ fn parse_sample(line: &str, om: bool) -> Result<Sample, String> {
         }
     }
     Ok(Sample {
-        name: name.to_owned(),
+        name: texts.get(name),
         labels,
         value,
         timestamp_ms,
@@ -295,8 +314,12 @@ fn parse_sample(line: &str, om: bool) -> Result<Sample, String> {
 }
 
 /// Parses the labels after `{` up to and including `}`.
-fn parse_labels(c: &mut Cursor<'_>, om: bool) -> Result<Vec<(String, String)>, String> {
-    let mut labels: Vec<(String, String)> = Vec::new();
+fn parse_labels(
+    c: &mut Cursor<'_>,
+    om: bool,
+    texts: &mut Interner,
+) -> Result<Vec<(Arc<str>, Arc<str>)>, String> {
+    let mut labels: Vec<(Arc<str>, Arc<str>)> = Vec::new();
     let mut after_comma = false;
     loop {
         c.skip_ws();
@@ -324,7 +347,7 @@ fn parse_labels(c: &mut Cursor<'_>, om: bool) -> Result<Vec<(String, String)>, S
             ));
         }
         let value = c.quoted(name)?;
-        labels.push((name.to_owned(), value));
+        labels.push((texts.get(name), texts.get(&value)));
         c.skip_ws();
         if c.eat(b',') {
             after_comma = true;
@@ -343,12 +366,14 @@ fn parse_labels(c: &mut Cursor<'_>, om: bool) -> Result<Vec<(String, String)>, S
         });
     }
     if labels.len() > 1 {
-        let mut names: Vec<&str> = labels.iter().map(|(n, _)| n.as_str()).collect();
+        let mut names: Vec<&str> = labels.iter().map(|(n, _)| &**n).collect();
         names.sort_unstable();
         if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(format!("duplicate label name {}", snippet(pair[0])));
         }
     }
+    // Held for the whole scrape: no spare capacity.
+    labels.shrink_to_fit();
     Ok(labels)
 }
 
@@ -361,7 +386,7 @@ fn parse_exemplar(c: &mut Cursor<'_>) -> Result<(), String> {
     if !c.eat(b'{') {
         return Err(format!("expected '{{', found {}", snippet(c.rest())));
     }
-    parse_labels(c, true)?;
+    parse_labels(c, true, &mut Interner::default())?;
     if c.skip_ws() == 0 {
         return Err("missing value".into());
     }

@@ -137,9 +137,9 @@ fn text_histogram_and_summary_collect_suffixed_samples() {
         .iter()
         .map(|f| {
             (
-                f.name.as_str(),
+                f.name.as_ref(),
                 f.kind,
-                f.samples.iter().map(|s| s.name.as_str()).collect(),
+                f.samples.iter().map(|s| &*s.name).collect(),
             )
         })
         .collect();
@@ -176,7 +176,7 @@ fn text_histogram_and_summary_collect_suffixed_samples() {
     );
     assert_eq!(
         fams[1].samples[1].labels,
-        vec![("le".to_string(), "+Inf".to_string())]
+        vec![("le".into(), "+Inf".into())]
     );
 }
 
@@ -216,7 +216,7 @@ fn openmetrics_types_unit_created_total_exemplars() {
     let fams = parse(OPENMETRICS, Format::OpenMetrics).unwrap();
     let kinds: Vec<(&str, MetricType, usize)> = fams
         .iter()
-        .map(|f| (f.name.as_str(), f.kind, f.samples.len()))
+        .map(|f| (f.name.as_ref(), f.kind, f.samples.len()))
         .collect();
     assert_eq!(
         kinds,
@@ -251,8 +251,8 @@ fn openmetrics_types_unit_created_total_exemplars() {
         fams[1].samples[0],
         sample("foo_total", &[], 17.0, Some(1_520_879_607_789))
     );
-    assert_eq!(fams[1].samples[1].name, "foo_created");
-    assert_eq!(fams[2].samples[0].name, "build_info");
+    assert_eq!(&*fams[1].samples[1].name, "foo_created");
+    assert_eq!(&*fams[2].samples[0].name, "build_info");
     assert_eq!(fams[6].samples[0].value, f64::NEG_INFINITY);
 }
 
@@ -387,7 +387,7 @@ fn lenient_skips_bad_lines_and_reports_them() {
     let (fams, errors) = parse_lenient(input, Format::Text);
     assert_eq!(
         fams.iter()
-            .map(|f| (f.name.as_str(), f.samples.len()))
+            .map(|f| (f.name.as_ref(), f.samples.len()))
             .collect::<Vec<_>>(),
         [("a", 1), ("c", 1)]
     );
@@ -424,13 +424,13 @@ fn group_histogram_one_group_per_bucket_plus_sum_count() {
                  lat_count{code=\"200\"} 2\n";
     let fams = parse(input, Format::Text).unwrap();
     let groups = group_by_labels(&fams);
-    let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+    let l = |pairs: &[(&str, &str)]| -> Vec<(std::sync::Arc<str>, std::sync::Arc<str>)> {
         pairs
             .iter()
             .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect()
     };
-    let m = |pairs: &[(&str, f64)]| -> Vec<(String, f64)> {
+    let m = |pairs: &[(&str, f64)]| -> Vec<(std::sync::Arc<str>, f64)> {
         pairs.iter().map(|(k, v)| ((*k).into(), *v)).collect()
     };
     let got: Vec<_> = groups

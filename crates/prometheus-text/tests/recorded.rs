@@ -73,7 +73,7 @@ fn check_kube(input: &str) {
         .find(|f| f.name == "go_gc_duration_seconds")
         .unwrap();
     assert_eq!(gc.kind, MetricType::Summary);
-    let names: Vec<&str> = gc.samples.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = gc.samples.iter().map(|s| s.name.as_ref()).collect();
     assert_eq!(
         names,
         [
@@ -99,13 +99,13 @@ fn check_kube(input: &str) {
     assert_eq!(groups.len(), 9);
     for g in &groups[..8] {
         assert_eq!(g.labels.len(), 1);
-        assert_eq!(g.labels[0].0, "le");
+        assert_eq!(&*g.labels[0].0, "le");
         assert_eq!(g.metrics.len(), 1);
-        assert_eq!(g.metrics[0].0, "etcd_lease_object_counts_bucket");
+        assert_eq!(&*g.metrics[0].0, "etcd_lease_object_counts_bucket");
     }
-    assert_eq!(groups[7].labels[0].1, "+Inf");
+    assert_eq!(&*groups[7].labels[0].1, "+Inf");
     assert!(groups[8].labels.is_empty());
-    let names: Vec<&str> = groups[8].metrics.iter().map(|m| m.0.as_str()).collect();
+    let names: Vec<&str> = groups[8].metrics.iter().map(|m| m.0.as_ref()).collect();
     assert_eq!(
         names,
         [
@@ -134,9 +134,9 @@ fn check_kube(input: &str) {
     assert_eq!(groups.len(), buckets + series_without_le);
     for g in groups
         .iter()
-        .filter(|g| !g.labels.iter().any(|l| l.0 == "le"))
+        .filter(|g| !g.labels.iter().any(|l| &*l.0 == "le"))
     {
-        let names: Vec<&str> = g.metrics.iter().map(|m| m.0.as_str()).collect();
+        let names: Vec<&str> = g.metrics.iter().map(|m| m.0.as_ref()).collect();
         assert_eq!(
             names,
             [
@@ -179,7 +179,7 @@ fn leasehold_agent_openmetrics() {
         assert!(
             f.samples
                 .iter()
-                .all(|s| s.name == format!("{}_total", f.name))
+                .all(|s| *s.name == format!("{}_total", f.name))
         );
     }
     let produced = fams

@@ -72,12 +72,12 @@ impl Metricset for Collector {
                 let labels: serde_json::Map<String, Json> = g
                     .labels
                     .iter()
-                    .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+                    .map(|(k, v)| (k.to_string(), Json::String(v.to_string())))
                     .collect();
                 let metrics: serde_json::Map<String, Json> = g
                     .metrics
                     .iter()
-                    .map(|(k, v)| (k.clone(), number(*v)))
+                    .map(|(k, v)| (k.to_string(), number(*v)))
                     .collect();
                 let object = g
                     .labels

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_prometheus_text::Family;
+use leasehold_prometheus_text::{Family, Text};
 use serde_json::{Map, Value as Json, json};
 
 use super::state::set_path;
@@ -43,10 +43,10 @@ impl Metricset for ApiServer {
 
     fn documents(&self, families: &[Family], _host: &str) -> Vec<Doc> {
         let mut by: BTreeMap<String, Map<String, Json>> = BTreeMap::new();
-        let key_of = |labels: &[(String, String)]| -> (String, Vec<(String, String)>) {
-            let kept: Vec<(String, String)> = labels
+        let key_of = |labels: &[(Text, Text)]| -> (String, Vec<(Text, Text)>) {
+            let kept: Vec<(Text, Text)> = labels
                 .iter()
-                .filter(|(k, _)| REQUEST_LABELS.contains(&k.as_str()))
+                .filter(|(k, _)| REQUEST_LABELS.contains(&&**k))
                 .cloned()
                 .collect();
             let key = kept
@@ -57,7 +57,7 @@ impl Metricset for ApiServer {
             (key, kept)
         };
         let doc_for =
-            |by: &mut BTreeMap<String, Map<String, Json>>, labels: &[(String, String)]| -> String {
+            |by: &mut BTreeMap<String, Map<String, Json>>, labels: &[(Text, Text)]| -> String {
                 let (key, kept) = key_of(labels);
                 by.entry(key.clone()).or_insert_with(|| {
                     let mut m = Map::new();
@@ -65,7 +65,7 @@ impl Metricset for ApiServer {
                         set_path(
                             &mut m,
                             &format!("kubernetes.apiserver.request.{k}"),
-                            json!(v),
+                            json!(&*v),
                         );
                     }
                     m
@@ -89,10 +89,10 @@ impl Metricset for ApiServer {
                         if let Some(le) = s
                             .name
                             .strip_suffix("_bucket")
-                            .and(s.labels.iter().find(|(k, _)| k == "le"))
+                            .and(s.labels.iter().find(|(k, _)| &**k == "le"))
                         {
                             let bound = le.1.parse::<f64>().map_or_else(
-                                |_| le.1.clone(),
+                                |_| le.1.to_string(),
                                 |b| {
                                     if b.is_infinite() {
                                         "+Inf".into()

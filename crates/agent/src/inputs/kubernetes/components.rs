@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_prometheus_text::Family;
+use leasehold_prometheus_text::{Family, Text};
 use serde_json::{Map, Value as Json, json};
 
 use super::state::set_path;
@@ -227,10 +227,10 @@ impl Metricset for Component {
                 continue;
             };
             for s in &f.samples {
-                let kept: Vec<&(String, String)> = s
+                let kept: Vec<&(Text, Text)> = s
                     .labels
                     .iter()
-                    .filter(|(k, _)| self.labels.contains(&k.as_str()))
+                    .filter(|(k, _)| self.labels.contains(&&**k))
                     .collect();
                 let key = kept
                     .iter()
@@ -240,7 +240,7 @@ impl Metricset for Component {
                 let doc = by.entry(key).or_insert_with(|| {
                     let mut m = Map::new();
                     for (k, v) in &kept {
-                        set_path(&mut m, &format!("{root}.{k}"), json!(v));
+                        set_path(&mut m, &format!("{root}.{k}"), json!(&**v));
                     }
                     m
                 });
@@ -250,7 +250,7 @@ impl Metricset for Component {
                     Flag => set_path(doc, &path, json!(s.value == 1.0)),
                     Histogram(scale) => {
                         if s.name.ends_with("_bucket") {
-                            if let Some((_, le)) = s.labels.iter().find(|(k, _)| k == "le") {
+                            if let Some((_, le)) = s.labels.iter().find(|(k, _)| &**k == "le") {
                                 set_path(
                                     doc,
                                     &format!("{path}.bucket.{}", bound(le, scale)),

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_prometheus_text::Family;
+use leasehold_prometheus_text::{Family, Text};
 use serde_json::{Map, Value as Json, json};
 
 use crate::inputs::prometheus::number;
@@ -142,11 +142,8 @@ pub fn set_path(doc: &mut Map<String, Json>, path: &str, value: Json) {
     }
 }
 
-fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    labels
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
+fn label<'a>(labels: &'a [(Text, Text)], name: &str) -> Option<&'a str> {
+    labels.iter().find(|(k, _)| &**k == name).map(|(_, v)| &**v)
 }
 
 /// Every sample of family `name` (its samples named `name` or
@@ -154,15 +151,15 @@ fn label<'a>(labels: &'a [(String, String)], name: &str) -> Option<&'a str> {
 fn samples<'a>(
     families: &'a [Family],
     name: &'a str,
-) -> impl Iterator<Item = (&'a [(String, String)], f64)> + 'a {
+) -> impl Iterator<Item = (&'a [(Text, Text)], f64)> + 'a {
     families
         .iter()
         .filter(move |f| f.name == name || f.name.strip_suffix("_total") == Some(name))
         .flat_map(|f| f.samples.iter())
         .filter(move |s| {
-            s.name == name
+            &*s.name == name
                 || s.name.strip_suffix("_total") == Some(name)
-                || s.name == format!("{name}_total")
+                || *s.name == format!("{name}_total")
         })
         .map(|s| (s.labels.as_slice(), s.value))
 }
@@ -242,7 +239,7 @@ fn nodes(f: &[Family]) -> Vec<Doc> {
     o.into_docs()
 }
 
-fn pod_key(l: &[(String, String)]) -> Option<(String, &str, &str)> {
+fn pod_key(l: &[(Text, Text)]) -> Option<(String, &str, &str)> {
     let ns = label(l, "namespace")?;
     let pod = label(l, "pod")?;
     Some((format!("{ns}/{pod}"), ns, pod))
@@ -297,13 +294,13 @@ fn pods(f: &[Family]) -> Vec<Doc> {
 
 fn containers(f: &[Family]) -> Vec<Doc> {
     let mut o = Objects::default();
-    let key_of = |l: &[(String, String)]| -> Option<(String, String, String, String)> {
+    let key_of = |l: &[(Text, Text)]| -> Option<(String, String, String, String)> {
         let ns = label(l, "namespace")?;
         let pod = label(l, "pod")?;
         let c = label(l, "container")?;
         Some((format!("{ns}/{pod}/{c}"), ns.into(), pod.into(), c.into()))
     };
-    let ensure = |o: &mut Objects, l: &[(String, String)]| -> Option<String> {
+    let ensure = |o: &mut Objects, l: &[(Text, Text)]| -> Option<String> {
         let (key, ns, pod, c) = key_of(l)?;
         if !o.has(&key) {
             o.set(&key, "kubernetes.namespace", json!(ns));

@@ -307,12 +307,7 @@ pub fn documents(name: &str, scraped: &[Family]) -> Option<Vec<Doc>> {
             .flat_map(|f| f.samples.iter())
         {
             let labels = &sample.labels;
-            let label = |name: &str| {
-                labels
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.as_str())
-            };
+            let label = |name: &str| labels.iter().find(|(k, _)| &**k == name).map(|(_, v)| &**v);
             // The object: every key label the sample has; the name is
             // required.
             let present: Vec<(&str, &str)> = table
@@ -364,7 +359,7 @@ pub fn documents(name: &str, scraped: &[Family]) -> Option<Vec<Doc>> {
                 Field::Labels => {
                     for (k, value) in labels {
                         if let Some(name) = k.strip_prefix("label_") {
-                            set_path(doc, &format!("kubernetes.labels.{name}"), json!(value));
+                            set_path(doc, &format!("kubernetes.labels.{name}"), json!(&**value));
                         }
                     }
                 }

@@ -2,11 +2,10 @@
 //! and its `metrics_filters`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use regex::Regex;
 
-use crate::Family;
+use crate::{Family, Label, Text};
 
 /// One event's worth of samples: every sample with exactly these labels.
 ///
@@ -14,8 +13,8 @@ use crate::Family;
 /// in the order first seen (a repeated sample name keeps the last value).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
-    pub labels: Vec<(Arc<str>, Arc<str>)>,
-    pub metrics: Vec<(Arc<str>, f64)>,
+    pub labels: Vec<Label>,
+    pub metrics: Vec<(Text, f64)>,
 }
 
 /// One group per distinct label set (labels sorted by name), holding every
@@ -28,9 +27,9 @@ pub struct Group {
 /// them); +Inf/-Inf kept as f64. Groups come out in the order first seen.
 pub fn group_by_labels(families: &[Family]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut by_labels: HashMap<Vec<(Arc<str>, Arc<str>)>, usize> = HashMap::new();
+    let mut by_labels: HashMap<Vec<Label>, usize> = HashMap::new();
     // Per group: sample name → position in `metrics`.
-    let mut by_metric: Vec<HashMap<Arc<str>, usize>> = Vec::new();
+    let mut by_metric: Vec<HashMap<Text, usize>> = Vec::new();
     for sample in families.iter().flat_map(|f| f.samples.iter()) {
         if sample.value.is_nan() {
             continue;

@@ -37,6 +37,9 @@ pub use group::{Group, NameFilter, filter, group_by_labels};
 /// repeats it.
 pub type Text = Arc<str>;
 
+/// A label: its name and value.
+pub type Label = (Text, Text);
+
 /// The two exposition formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
@@ -100,8 +103,8 @@ impl fmt::Display for MetricType {
 /// are shared: one copy of each distinct name and value per exposition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    pub name: Arc<str>,
-    pub labels: Vec<(Arc<str>, Arc<str>)>,
+    pub name: Text,
+    pub labels: Vec<Label>,
     pub value: f64,
     /// Milliseconds since the epoch. OpenMetrics timestamps (seconds, may be
     /// fractional) are converted to milliseconds and rounded.

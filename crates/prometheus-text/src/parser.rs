@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::{Family, Format, MetricType, ParseError, Sample};
+use crate::{Family, Format, Label, MetricType, ParseError, Sample};
 
 /// One copy of each distinct text of an exposition (label names and
 /// values, sample names): a Pod's name, namespace and uid repeat in every
@@ -314,12 +314,8 @@ fn parse_sample(line: &str, om: bool, texts: &mut Interner) -> Result<Sample, St
 }
 
 /// Parses the labels after `{` up to and including `}`.
-fn parse_labels(
-    c: &mut Cursor<'_>,
-    om: bool,
-    texts: &mut Interner,
-) -> Result<Vec<(Arc<str>, Arc<str>)>, String> {
-    let mut labels: Vec<(Arc<str>, Arc<str>)> = Vec::new();
+fn parse_labels(c: &mut Cursor<'_>, om: bool, texts: &mut Interner) -> Result<Vec<Label>, String> {
+    let mut labels: Vec<Label> = Vec::new();
     let mut after_comma = false;
     loop {
         c.skip_ws();

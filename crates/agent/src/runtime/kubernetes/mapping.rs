@@ -3,22 +3,12 @@
 //! variable names (or, with hints on, its `hints` variables) and the fields
 //! Elastic adds to their inputs' events. Pure: a Pod in, mappings out.
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 use leasehold_policy::dynamic::Mapping;
 use leasehold_policy::{Map, Value};
 
 use super::hints::hinted;
+use super::kept::KeptPod;
 use super::settings::{ProviderSettings, Scope};
-
-/// Owner kinds whose name becomes `kubernetes.<kind>.name`.
-const OWNER_KINDS: [&str; 6] = [
-    "Deployment",
-    "ReplicaSet",
-    "StatefulSet",
-    "DaemonSet",
-    "Job",
-    "CronJob",
-];
 
 /// Labels as Kubernetes keeps them.
 pub type Labels = std::collections::BTreeMap<String, String>;
@@ -45,23 +35,18 @@ pub struct Related<'a> {
 /// The mappings of `pod`: the pod's (priority 1, id = its uid), then one
 /// per container, init and ephemeral container whose status has an id
 /// (priority 2, id `<uid>.<name>`).
-pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Vec<Mapping> {
-    let meta = &pod.metadata;
-    let Some(uid) = meta.uid.clone().filter(|u| !u.is_empty()) else {
+pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -> Vec<Mapping> {
+    if pod.uid.is_empty() {
         return Vec::new();
-    };
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
-    let mut pod_part = Map::new();
-    pod_part.insert("name", text(meta.name.as_deref()));
-    pod_part.insert("uid", Value::Str(uid.clone()));
-    if let Some(ip) = status
-        .and_then(|s| s.pod_ip.clone())
-        .filter(|i| !i.is_empty())
-    {
-        pod_part.insert("ip", Value::Str(ip));
     }
-    let node_name = spec.and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let uid = pod.uid.clone();
+    let mut pod_part = Map::new();
+    pod_part.insert("name", Value::Str(pod.name.clone()));
+    pod_part.insert("uid", Value::Str(uid.clone()));
+    if let Some(ip) = &pod.ip {
+        pod_part.insert("ip", Value::Str(ip.clone()));
+    }
+    let node_name = pod.node_name.clone();
     let mut node = Map::new();
     node.insert("name", Value::Str(node_name));
     if let Some(labels) = related.node_labels.filter(|l| !l.is_empty()) {
@@ -72,7 +57,7 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
     let mut vars = Map::new();
     let mut fields = Map::new();
     for m in [&mut vars, &mut fields] {
-        m.insert("namespace", text(meta.namespace.as_deref()));
+        m.insert("namespace", Value::Str(pod.namespace.clone()));
         m.insert("pod", Value::Map(pod_part.clone()));
         m.insert("node", Value::Map(node.clone()));
         if let Some(NamespaceMeta { uid, labels }) = related.namespace {
@@ -84,25 +69,19 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
             }
         }
     }
-    if let Some(owner) = meta
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && OWNER_KINDS.contains(&o.kind.as_str()))
-    {
+    if let Some((kind, owner_name)) = &pod.owner {
         let mut named = Map::new();
-        named.insert("name", Value::Str(owner.name.clone()));
+        named.insert("name", Value::Str(owner_name.clone()));
         for m in [&mut vars, &mut fields] {
-            m.insert(owner.kind.to_ascii_lowercase(), Value::Map(named.clone()));
+            m.insert(kind.to_ascii_lowercase(), Value::Map(named.clone()));
         }
         // A Deployment names its ReplicaSets `<deployment>-<pod-template-hash>`.
         if s.deployment
-            && owner.kind == "ReplicaSet"
-            && let Some(deployment) = meta
+            && kind == "ReplicaSet"
+            && let Some(deployment) = pod
                 .labels
-                .as_ref()
-                .and_then(|l| l.get("pod-template-hash"))
-                .and_then(|hash| owner.name.strip_suffix(&format!("-{hash}")))
+                .get("pod-template-hash")
+                .and_then(|hash| owner_name.strip_suffix(&format!("-{hash}")))
         {
             let mut d = Map::new();
             d.insert("name", Value::Str(deployment.to_string()));
@@ -115,8 +94,8 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
     // Elastic nests them), so `${kubernetes.labels.app.kubernetes.io/name}`
     // resolves. Events: the labels chosen, dedotted by default, and only
     // the annotations named in `include_annotations`.
-    let labels = meta.labels.iter().flatten();
-    let annotations = meta.annotations.iter().flatten();
+    let labels = pod.labels.iter();
+    let annotations = pod.annotations.iter();
     vars.insert("labels", nested(labels.clone()));
     vars.insert("annotations", nested(annotations.clone()));
     let chosen_labels = labels.filter(|(k, _)| {
@@ -143,8 +122,7 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
             .into(),
         ),
     );
-    let no_annotations = Labels::new();
-    let all_annotations = meta.annotations.as_ref().unwrap_or(&no_annotations);
+    let all_annotations = &pod.annotations;
     let mut out = Vec::new();
     // In hints mode a mapping publishes only its `hints` (and the Pod's
     // only when it names a package), as in Elastic Agent.
@@ -166,46 +144,20 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
         });
     }
 
-    let spec_containers = spec.into_iter().flat_map(|sp| {
-        sp.containers
-            .iter()
-            .chain(sp.init_containers.iter().flatten())
-            .map(|c| (c.name.as_str(), c.image.as_deref(), Some(c)))
-            .chain(
-                sp.ephemeral_containers
-                    .iter()
-                    .flatten()
-                    .map(|c| (c.name.as_str(), c.image.as_deref(), None)),
-            )
-    });
-    let statuses: Vec<&ContainerStatus> = status
-        .into_iter()
-        .flat_map(|st| {
-            st.container_statuses
-                .iter()
-                .flatten()
-                .chain(st.init_container_statuses.iter().flatten())
-                .chain(st.ephemeral_container_statuses.iter().flatten())
-        })
-        .collect();
-    for (name, image, container) in spec_containers {
-        let Some((runtime, id)) = statuses
-            .iter()
-            .find(|st| st.name == name)
-            .and_then(|st| st.container_id.as_deref())
-            .and_then(split_container_id)
-        else {
+    for kc in &pod.containers {
+        let Some((runtime, id)) = &kc.id else {
             continue;
         };
+        let (name, image) = (kc.name.as_str(), Some(kc.image.as_str()));
         let mut c = Map::new();
         c.insert("name", Value::Str(name.into()));
         c.insert("id", Value::Str(id.into()));
         c.insert("image", text(image));
         c.insert("runtime", Value::Str(runtime.into()));
-        if let Some((port, port_name)) = container.and_then(last_port) {
-            c.insert("port", Value::Str(port));
+        if let Some((port, port_name)) = &kc.port {
+            c.insert("port", Value::Str(port.clone()));
             if let Some(n) = port_name {
-                c.insert("port_name", Value::Str(n));
+                c.insert("port_name", Value::Str(n.clone()));
             }
         }
         let mut cvars = vars.clone();
@@ -244,18 +196,6 @@ pub fn pod_mappings(pod: &Pod, s: &ProviderSettings, related: Related<'_>) -> Ve
         });
     }
     out
-}
-
-/// `containerd://abc` as (`containerd`, `abc`); anything else is no id.
-fn split_container_id(raw: &str) -> Option<(&str, &str)> {
-    let (runtime, id) = raw.split_once("://")?;
-    (!runtime.is_empty() && !id.is_empty() && !id.contains("://")).then_some((runtime, id))
-}
-
-/// The last port a container declares (Elastic publishes one, the last).
-fn last_port(c: &Container) -> Option<(String, Option<String>)> {
-    let p = c.ports.as_ref()?.last()?;
-    Some((p.container_port.to_string(), p.name.clone()))
 }
 
 fn text(s: Option<&str>) -> Value {
@@ -351,8 +291,8 @@ fn put_event_keys<'a>(
 mod tests {
     use super::*;
 
-    fn pod() -> Pod {
-        serde_json::from_value(serde_json::json!({
+    fn pod() -> KeptPod {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-7d9f", "namespace": "shop", "uid": "u-1",
                 "labels": {"app": "web", "app.kubernetes.io/name": "shop-web", "app.kubernetes.io": "x"},
@@ -378,7 +318,8 @@ mod tests {
                 ]
             }
         }))
-        .unwrap()
+        .unwrap();
+        KeptPod::from(pod)
     }
 
     fn json(v: &Value) -> serde_json::Value {
@@ -388,22 +329,20 @@ mod tests {
     #[test]
     fn with_hints_on_mappings_publish_hints_and_keep_their_fields() {
         let mut p = pod();
-        p.metadata.annotations = Some(
-            [
-                ("co.elastic.hints.nginx/package", "nginx"),
-                (
-                    "co.elastic.hints.nginx/host",
-                    "${kubernetes.pod.ip}:${kubernetes.container.port}",
-                ),
-                (
-                    "co.elastic.hints/processors.add_tags",
-                    r#"{"tags": ["hinted"]}"#,
-                ),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
+        p.annotations = [
+            ("co.elastic.hints.nginx/package", "nginx"),
+            (
+                "co.elastic.hints.nginx/host",
+                "${kubernetes.pod.ip}:${kubernetes.container.port}",
+            ),
+            (
+                "co.elastic.hints/processors.add_tags",
+                r#"{"tags": ["hinted"]}"#,
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         let s = ProviderSettings {
             hints: super::super::hints::HintSettings {
                 enabled: true,
@@ -505,12 +444,8 @@ mod tests {
     #[test]
     fn node_namespace_and_deployment_metadata_are_added_as_elastic_adds_them() {
         let mut p = pod();
-        p.metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("pod-template-hash".into(), "7d9f".into());
-        p.metadata.owner_references.as_mut().unwrap()[0].name = "web-7d9f".into();
+        p.labels.insert("pod-template-hash".into(), "7d9f".into());
+        p.owner = Some(("ReplicaSet".into(), "web-7d9f".into()));
         let node_labels = std::collections::BTreeMap::from([(
             "topology.kubernetes.io/zone".to_string(),
             "z1".to_string(),
@@ -545,17 +480,5 @@ mod tests {
         // Without the hash label (not a Deployment's), no deployment.
         let m = pod_mappings(&pod(), &s, Related::default());
         assert!(json(&m[0].vars).get("deployment").is_none());
-    }
-
-    #[test]
-    fn container_ids_need_a_runtime_and_an_id() {
-        assert_eq!(
-            split_container_id("containerd://abc"),
-            Some(("containerd", "abc"))
-        );
-        assert_eq!(split_container_id("cri-o://x"), Some(("cri-o", "x")));
-        for bad in ["abc", "://abc", "docker://", "a://b://c", ""] {
-            assert_eq!(split_container_id(bad), None, "{bad}");
-        }
     }
 }

@@ -10,6 +10,7 @@
 //! read what the container wrote last, then go.
 
 pub mod hints;
+pub mod kept;
 pub mod mapping;
 pub mod settings;
 
@@ -37,6 +38,9 @@ use crate::monitor::status::StatusBoard;
 pub const PROVIDER: &str = "kubernetes";
 /// How long the first mappings wait for the node's and namespaces' labels.
 const RELATED_SYNC: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Pods per page of the provider's LIST.
+const LIST_PAGE: u32 = 100;
 
 /// The `/status` problem of a provider that cannot watch pods.
 pub const PROVIDER_PROBLEM: &str = "kubernetes provider";
@@ -78,16 +82,17 @@ impl Provider {
 /// The pods known and those waiting out their cleanup timeout.
 #[derive(Default)]
 struct Pods {
-    by_uid: BTreeMap<String, Pod>,
+    by_uid: BTreeMap<String, kept::KeptPod>,
     /// Deleted (or gone from a re-list) pods and when their mappings go.
     leaving: BTreeMap<String, Instant>,
 }
 
 impl Pods {
     fn upsert(&mut self, pod: Pod) {
-        if let Some(uid) = pod.metadata.uid.clone() {
-            self.leaving.remove(&uid);
-            self.by_uid.insert(uid, pod);
+        let pod = kept::KeptPod::from(pod);
+        if !pod.uid.is_empty() {
+            self.leaving.remove(&pod.uid);
+            self.by_uid.insert(pod.uid.clone(), pod);
         }
     }
 
@@ -121,16 +126,14 @@ impl Pods {
             .by_uid
             .values()
             .flat_map(|p| {
-                let node = p
-                    .spec
+                let node = related
+                    .nodes
                     .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .and_then(|n| related.nodes.as_ref()?.get(&ObjectRef::new(n)));
-                let ns = p
-                    .metadata
-                    .namespace
-                    .as_deref()
-                    .and_then(|n| related.namespaces.as_ref()?.get(&ObjectRef::new(n)));
+                    .and_then(|n| n.get(&ObjectRef::new(&p.node_name)));
+                let ns = related
+                    .namespaces
+                    .as_ref()
+                    .and_then(|n| n.get(&ObjectRef::new(&p.namespace)));
                 mapping::pod_mappings(
                     p,
                     s,
@@ -254,7 +257,9 @@ async fn run(
         Some(ns) => Api::namespaced(client, ns),
         None => Api::all(client),
     };
-    let mut config = watcher::Config::default();
+    // Pages of 100 Pods: a page of full Pods is held while it is read
+    // (the provider keeps only what its mappings read, see `kept`).
+    let mut config = watcher::Config::default().page_size(LIST_PAGE);
     if s.scope == Scope::Node {
         config = config.fields(&format!("spec.nodeName={node}"));
     }
@@ -265,16 +270,7 @@ async fn run(
         cleanup_timeout_s = s.cleanup_timeout.as_secs_f64(),
         "kubernetes provider: watching pods",
     );
-    // What the mappings never read is not kept: the managed fields (often
-    // the larger part of an object) and the last-applied annotation.
-    let stream = watcher::watcher(api, config)
-        .modify(|pod| {
-            pod.metadata.managed_fields = None;
-            if let Some(a) = pod.metadata.annotations.as_mut() {
-                a.remove("kubectl.kubernetes.io/last-applied-configuration");
-            }
-        })
-        .default_backoff();
+    let stream = watcher::watcher(api, config).default_backoff();
     futures_util::pin_mut!(stream);
     let mut pods = Pods::default();
     // The uids of a re-list in progress.

@@ -1,0 +1,202 @@
+//! What the provider keeps of a Pod: only the fields its mappings read. A
+//! `Pod` as the API sends it (spec with volumes, probes and security
+//! contexts; status with conditions and container states) is several
+//! kilobytes; the provider holds every Pod of its node or cluster for as
+//! long as it runs, so it keeps this instead.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+
+/// Owner kinds whose name becomes `kubernetes.<kind>.name`.
+const OWNER_KINDS: [&str; 6] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+];
+
+/// A Pod as the mappings read it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeptPod {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`, without kubectl's last-applied copy.
+    pub annotations: BTreeMap<String, String>,
+    /// The controlling owner of a kind Elastic names: (kind, name).
+    pub owner: Option<(String, String)>,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// `status.podIP`, when set.
+    pub ip: Option<String>,
+    /// Containers, then init and ephemeral containers, in spec order.
+    pub containers: Vec<KeptContainer>,
+}
+
+/// A container as the mappings read it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeptContainer {
+    /// Its name.
+    pub name: String,
+    /// Its image, empty when none.
+    pub image: String,
+    /// The last port it declares and that port's name (Elastic publishes
+    /// one, the last); ephemeral containers have none.
+    pub port: Option<(String, Option<String>)>,
+    /// `containerd://abc` of its status, as (`containerd`, `abc`); `None`
+    /// until the runtime gave it one.
+    pub id: Option<(String, String)>,
+}
+
+impl From<Pod> for KeptPod {
+    fn from(pod: Pod) -> KeptPod {
+        let meta = pod.metadata;
+        let spec = pod.spec.unwrap_or_default();
+        let status = pod.status.unwrap_or_default();
+        let ids: Vec<(String, Option<(String, String)>)> = status
+            .container_statuses
+            .into_iter()
+            .flatten()
+            .chain(status.init_container_statuses.into_iter().flatten())
+            .chain(status.ephemeral_container_statuses.into_iter().flatten())
+            .map(|st| {
+                let id = st.container_id.as_deref().and_then(split_container_id);
+                (st.name, id)
+            })
+            .collect();
+        let id_of = |name: &str| {
+            ids.iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, id)| id.clone())
+        };
+        let mut containers: Vec<KeptContainer> = spec
+            .containers
+            .into_iter()
+            .chain(spec.init_containers.into_iter().flatten())
+            .map(|c| {
+                let port = c
+                    .ports
+                    .as_ref()
+                    .and_then(|p| p.last())
+                    .map(|p| (p.container_port.to_string(), p.name.clone()));
+                KeptContainer {
+                    id: id_of(&c.name),
+                    name: c.name,
+                    image: c.image.unwrap_or_default(),
+                    port,
+                }
+            })
+            .collect();
+        containers.extend(
+            spec.ephemeral_containers
+                .into_iter()
+                .flatten()
+                .map(|c| KeptContainer {
+                    id: id_of(&c.name),
+                    name: c.name,
+                    image: c.image.unwrap_or_default(),
+                    port: None,
+                }),
+        );
+        let mut annotations = meta.annotations.unwrap_or_default();
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        KeptPod {
+            name: meta.name.unwrap_or_default(),
+            namespace: meta.namespace.unwrap_or_default(),
+            uid: meta.uid.unwrap_or_default(),
+            labels: meta.labels.unwrap_or_default(),
+            annotations,
+            owner: meta
+                .owner_references
+                .into_iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && OWNER_KINDS.contains(&o.kind.as_str()))
+                .map(|o| (o.kind, o.name)),
+            node_name: spec.node_name.unwrap_or_default(),
+            ip: status.pod_ip.filter(|i| !i.is_empty()),
+            containers,
+        }
+    }
+}
+
+/// `containerd://abc` as (`containerd`, `abc`); anything else is no id.
+fn split_container_id(raw: &str) -> Option<(String, String)> {
+    let (runtime, id) = raw.split_once("://")?;
+    (!runtime.is_empty() && !id.is_empty() && !id.contains("://"))
+        .then(|| (runtime.to_string(), id.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_ids_need_a_runtime_and_an_id() {
+        assert_eq!(
+            split_container_id("containerd://abc"),
+            Some(("containerd".into(), "abc".into()))
+        );
+        assert_eq!(
+            split_container_id("cri-o://x"),
+            Some(("cri-o".into(), "x".into()))
+        );
+        for bad in ["abc", "://abc", "docker://", "a://b://c", ""] {
+            assert_eq!(split_container_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn keeps_what_the_mappings_read_and_no_more() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u",
+                         "labels": {"app": "web"},
+                         "annotations": {"team": "a", "kubectl.kubernetes.io/last-applied-configuration": "{…}"},
+                         "ownerReferences": [
+                             {"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "x", "controller": true},
+                             {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "y", "controller": true}]},
+            "spec": {"nodeName": "node-1",
+                     "containers": [{"name": "app", "image": "app:1", "ports": [{"containerPort": 80}, {"containerPort": 9090, "name": "metrics"}]}],
+                     "initContainers": [{"name": "init", "image": "busybox"}],
+                     "volumes": [{"name": "data", "emptyDir": {}}]},
+            "status": {"podIP": "10.0.0.9",
+                       "containerStatuses": [{"name": "app", "containerID": "containerd://c1", "image": "app:1", "imageID": "", "ready": true, "restartCount": 0}],
+                       "initContainerStatuses": [{"name": "init", "containerID": "docker://", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let k = KeptPod::from(pod);
+        assert_eq!(
+            (k.name.as_str(), k.namespace.as_str(), k.uid.as_str()),
+            ("web-1", "shop", "u")
+        );
+        assert_eq!(k.owner, Some(("StatefulSet".into(), "web".into())));
+        assert_eq!(k.annotations.keys().collect::<Vec<_>>(), ["team"]);
+        assert_eq!(k.node_name, "node-1");
+        assert_eq!(k.ip.as_deref(), Some("10.0.0.9"));
+        assert_eq!(
+            k.containers,
+            [
+                KeptContainer {
+                    name: "app".into(),
+                    image: "app:1".into(),
+                    port: Some(("9090".into(), Some("metrics".into()))),
+                    id: Some(("containerd".into(), "c1".into())),
+                },
+                KeptContainer {
+                    name: "init".into(),
+                    image: "busybox".into(),
+                    port: None,
+                    id: None,
+                },
+            ]
+        );
+    }
+}

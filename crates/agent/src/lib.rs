@@ -1,5 +1,6 @@
 //! The leasehold agent: providers, the input runtime, inputs, outputs and CLI.
 
+pub mod allocator;
 pub mod cli;
 pub mod inputs;
 pub mod kubeconn;

@@ -369,3 +369,150 @@ inputs:
     assert!(logs_event["project"].is_null(), "{logs_event}");
     Ok(())
 }
+
+/// `resources.node` and `resources.service` on: a Ready node with an
+/// address and a Service with a cluster IP each get a mapping of their own,
+/// with Elastic's variables and fields; the service's input goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_and_services_get_mappings_of_their_own() -> Result<()> {
+    use k8s_openapi::api::core::v1::{Node, Service};
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let ns = plane.namespace("resources").await?;
+    let ns = ns.name().to_string();
+    let node = format!("{ns}-node");
+    agents::access::grant_metadata_reads(plane, 1).await?;
+    for (object, scope) in [
+        (
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "service-reader"},
+                   "rules": [{"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]}]}),
+            Some(ns.as_str()),
+        ),
+        (
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "service-reader"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "service-reader"},
+                   "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
+            Some(ns.as_str()),
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": node, "labels": {"lhtest": ns, "kubernetes.io/hostname": "host-a"}}}),
+            None,
+        ),
+        (
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "web", "labels": {"app": "web"}},
+                   "spec": {"ports": [{"port": 80}]}}),
+            Some(ns.as_str()),
+        ),
+    ] {
+        objects::create(&admin, scope, object).await?;
+    }
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes
+        .patch_status(
+            &node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}],
+                "addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}})),
+        )
+        .await?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes:
+    namespace: {ns}
+    resources: {{node: {{enabled: true}}, service: {{enabled: true}}}}
+outputs:
+  default: {{type: file, path: '{}', filename: events}}
+inputs:
+  - id: res-svc-${{kubernetes.service.name}}
+    type: exec
+    command: [sh, -c, 'echo service; exec sleep 600']
+  - id: res-node-${{kubernetes.node.name}}
+    type: exec
+    condition: ${{kubernetes.labels.lhtest}} == '{ns}'
+    command: [sh, -c, 'echo node; exec sleep 600']
+"#,
+            out.display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
+    let svc_uid = services.get("web").await?.metadata.uid.context("uid")?;
+    let node_uid = nodes.get(&node).await?.metadata.uid.context("uid")?;
+    let mut want = vec![
+        format!("res-node-{node}-kubernetes-{node_uid}"),
+        format!("res-svc-web-kubernetes-{svc_uid}"),
+    ];
+    want.sort();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let events = loop {
+        let mut ids = running_inputs(&agent, "res-")?;
+        ids.sort();
+        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+        let events: Vec<serde_json::Value> = complete_lines(&text)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if ids == want && events.len() >= 2 {
+            break events;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "running {ids:?}, want {want:?}; events: {text}; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let of = |message: &str| {
+        events
+            .iter()
+            .find(|e| e["message"] == message)
+            .cloned()
+            .with_context(|| format!("no {message} event: {events:?}"))
+    };
+    let svc_event = of("service")?;
+    assert_eq!(
+        svc_event["kubernetes"]["service"]["name"], "web",
+        "{svc_event}"
+    );
+    assert_eq!(
+        svc_event["kubernetes"]["namespace"],
+        ns.as_str(),
+        "{svc_event}"
+    );
+    assert_eq!(
+        svc_event["kubernetes"]["labels"]["app"], "web",
+        "{svc_event}"
+    );
+    let node_event = of("node")?;
+    assert_eq!(
+        node_event["kubernetes"]["node"]["name"],
+        node.as_str(),
+        "{node_event}"
+    );
+    assert_eq!(
+        node_event["kubernetes"]["node"]["hostname"], "host-a",
+        "{node_event}"
+    );
+    // The Service goes: so does its input, at once.
+    services.delete("web", &DeleteParams::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ids = running_inputs(&agent, "res-svc-")?;
+        if ids.is_empty() {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "still running: {ids:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    nodes.delete(&node, &DeleteParams::default()).await?;
+    Ok(())
+}

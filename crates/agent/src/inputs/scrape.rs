@@ -456,6 +456,7 @@ async fn run_url(
         };
         // The parsed answer is all that is used from here on: the body
         // (up to 64 MiB) is not held while documents are built and queued.
+        let large = fetched.body.len() >= RELEASE_AFTER_BYTES;
         drop(fetched);
         let took_ns = started.elapsed().as_nanos() as u64;
         for (ms, (sink, dataset)) in stream.metricsets.iter().zip(&sinks) {
@@ -486,8 +487,17 @@ async fn run_url(
                 }
             }
         }
+        // Megabytes were parsed and are now free: give their pages back
+        // rather than hold the peak until the next scrape.
+        drop(parsed);
+        if large {
+            crate::allocator::release_free();
+        }
     }
 }
+
+/// A body at least this large is followed by [`crate::allocator::release_free`].
+const RELEASE_AFTER_BYTES: usize = 1024 * 1024;
 
 /// One fetch, parsed as its metricsets read it.
 enum Parsed {

@@ -3,6 +3,7 @@
 //! variable names (or, with hints on, its `hints` variables) and the fields
 //! Elastic adds to their inputs' events. Pure: a Pod in, mappings out.
 
+use k8s_openapi::api::core::v1::{Node, Service};
 use leasehold_policy::dynamic::Mapping;
 use leasehold_policy::{Map, Value};
 
@@ -60,14 +61,7 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         m.insert("namespace", Value::Str(pod.namespace.clone()));
         m.insert("pod", Value::Map(pod_part.clone()));
         m.insert("node", Value::Map(node.clone()));
-        if let Some(NamespaceMeta { uid, labels }) = related.namespace {
-            if let Some(uid) = uid {
-                m.insert("namespace_uid", Value::Str(uid.to_string()));
-            }
-            if let Some(labels) = labels.filter(|l| !l.is_empty()) {
-                m.insert("namespace_labels", dedotted(labels.iter()));
-            }
-        }
+        put_namespace_meta(m, related.namespace);
     }
     if let Some((kind, owner_name)) = &pod.owner {
         let mut named = Map::new();
@@ -90,38 +84,10 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             }
         }
     }
-    // Variables: every label and annotation, keys split at their dots (as
-    // Elastic nests them), so `${kubernetes.labels.app.kubernetes.io/name}`
-    // resolves. Events: the labels chosen, dedotted by default, and only
-    // the annotations named in `include_annotations`.
-    let labels = pod.labels.iter();
-    let annotations = pod.annotations.iter();
-    vars.insert("labels", nested(labels.clone()));
-    vars.insert("annotations", nested(annotations.clone()));
-    let chosen_labels = labels.filter(|(k, _)| {
-        (s.include_labels.is_empty() || s.include_labels.contains(k))
-            && !s.exclude_labels.contains(k)
-    });
-    put_event_keys(&mut fields, "labels", chosen_labels, s.labels_dedot);
-    let chosen_annotations = annotations.filter(|(k, _)| s.include_annotations.contains(k));
-    put_event_keys(
-        &mut fields,
-        "annotations",
-        chosen_annotations,
-        s.annotations_dedot,
-    );
+    put_labels_and_annotations(&mut vars, &mut fields, &pod.labels, &pod.annotations, s);
 
     let mut pod_vars = vars.clone();
-    pod_vars.insert(
-        "scope",
-        Value::Str(
-            match s.scope {
-                Scope::Node => "node",
-                Scope::Cluster => "cluster",
-            }
-            .into(),
-        ),
-    );
+    pod_vars.insert("scope", scope_name(s));
     let all_annotations = &pod.annotations;
     let mut out = Vec::new();
     // In hints mode a mapping publishes only its `hints` (and the Pod's
@@ -196,6 +162,142 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         });
     }
     out
+}
+
+/// The mapping of a node (priority 0, id = its uid), published as Elastic
+/// Agent publishes one: only while the node is Ready and has an address.
+/// Variables `kubernetes.node.{name,uid,hostname}`, `labels.*`,
+/// `annotations.*`, `scope`; events get `kubernetes.node.*` and the chosen
+/// labels and annotations.
+pub fn node_mapping(node: &Node, s: &ProviderSettings) -> Option<Mapping> {
+    let meta = &node.metadata;
+    let uid = meta.uid.clone().filter(|u| !u.is_empty())?;
+    let status = node.status.as_ref()?;
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let addressed = status.addresses.iter().flatten().any(|a| {
+        matches!(a.type_.as_str(), "ExternalIP" | "InternalIP" | "Hostname")
+            && !a.address.is_empty()
+    });
+    if !ready || !addressed {
+        return None;
+    }
+    let no_labels = Labels::new();
+    let labels = meta.labels.as_ref().unwrap_or(&no_labels);
+    let annotations = meta.annotations.as_ref().unwrap_or(&no_labels);
+    let mut part = Map::new();
+    part.insert("name", text(meta.name.as_deref()));
+    part.insert("uid", Value::Str(uid.clone()));
+    if let Some(h) = labels.get("kubernetes.io/hostname") {
+        part.insert("hostname", Value::Str(h.clone()));
+    }
+    let mut vars = Map::new();
+    let mut fields = Map::new();
+    for m in [&mut vars, &mut fields] {
+        m.insert("node", Value::Map(part.clone()));
+    }
+    put_labels_and_annotations(&mut vars, &mut fields, labels, annotations, s);
+    vars.insert("scope", scope_name(s));
+    Some(Mapping {
+        id: uid,
+        priority: 0,
+        vars: Value::Map(vars),
+        fields: Value::Map(wrap("kubernetes", fields)),
+        processors: Vec::new(),
+    })
+}
+
+/// The mapping of a Service that has a cluster IP (priority 3, id = its
+/// uid), as Elastic Agent publishes one: variables
+/// `kubernetes.service.{name,uid}`, `namespace`, `labels.*`,
+/// `annotations.*`, the namespace's uid and labels, `scope`.
+pub fn service_mapping(
+    svc: &Service,
+    s: &ProviderSettings,
+    namespace: Option<NamespaceMeta<'_>>,
+) -> Option<Mapping> {
+    let meta = &svc.metadata;
+    let uid = meta.uid.clone().filter(|u| !u.is_empty())?;
+    svc.spec
+        .as_ref()
+        .and_then(|sp| sp.cluster_ip.as_deref())
+        .filter(|ip| !ip.is_empty())?;
+    let no_labels = Labels::new();
+    let labels = meta.labels.as_ref().unwrap_or(&no_labels);
+    let annotations = meta.annotations.as_ref().unwrap_or(&no_labels);
+    let mut part = Map::new();
+    part.insert("name", text(meta.name.as_deref()));
+    part.insert("uid", Value::Str(uid.clone()));
+    let mut vars = Map::new();
+    let mut fields = Map::new();
+    for m in [&mut vars, &mut fields] {
+        m.insert("service", Value::Map(part.clone()));
+        m.insert("namespace", text(meta.namespace.as_deref()));
+        put_namespace_meta(m, namespace);
+    }
+    put_labels_and_annotations(&mut vars, &mut fields, labels, annotations, s);
+    vars.insert("scope", scope_name(s));
+    Some(Mapping {
+        id: uid,
+        priority: 3,
+        vars: Value::Map(vars),
+        fields: Value::Map(wrap("kubernetes", fields)),
+        processors: Vec::new(),
+    })
+}
+
+fn scope_name(s: &ProviderSettings) -> Value {
+    Value::Str(
+        match s.scope {
+            Scope::Node => "node",
+            Scope::Cluster => "cluster",
+        }
+        .into(),
+    )
+}
+
+/// `namespace_uid` and `namespace_labels` (dedotted), when known.
+fn put_namespace_meta(m: &mut Map, namespace: Option<NamespaceMeta<'_>>) {
+    if let Some(NamespaceMeta { uid, labels }) = namespace {
+        if let Some(uid) = uid {
+            m.insert("namespace_uid", Value::Str(uid.to_string()));
+        }
+        if let Some(labels) = labels.filter(|l| !l.is_empty()) {
+            m.insert("namespace_labels", dedotted(labels.iter()));
+        }
+    }
+}
+
+/// Variables: every label and annotation, keys split at their dots (as
+/// Elastic nests them), so `${kubernetes.labels.app.kubernetes.io/name}`
+/// resolves. Events: the labels chosen, dedotted by default, and only the
+/// annotations named in `include_annotations`.
+fn put_labels_and_annotations(
+    vars: &mut Map,
+    fields: &mut Map,
+    labels: &Labels,
+    annotations: &Labels,
+    s: &ProviderSettings,
+) {
+    vars.insert("labels", nested(labels.iter()));
+    vars.insert("annotations", nested(annotations.iter()));
+    let chosen_labels = labels.iter().filter(|(k, _)| {
+        (s.include_labels.is_empty() || s.include_labels.contains(k))
+            && !s.exclude_labels.contains(k)
+    });
+    put_event_keys(fields, "labels", chosen_labels, s.labels_dedot);
+    let chosen_annotations = annotations
+        .iter()
+        .filter(|(k, _)| s.include_annotations.contains(k));
+    put_event_keys(
+        fields,
+        "annotations",
+        chosen_annotations,
+        s.annotations_dedot,
+    );
 }
 
 fn text(s: Option<&str>) -> Value {
@@ -480,5 +582,77 @@ mod tests {
         // Without the hash label (not a Deployment's), no deployment.
         let m = pod_mappings(&pod(), &s, Related::default());
         assert!(json(&m[0].vars).get("deployment").is_none());
+    }
+
+    #[test]
+    fn a_ready_node_with_an_address_and_a_service_with_an_ip_get_mappings() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "node-1", "uid": "n-1",
+                         "labels": {"kubernetes.io/hostname": "host-1", "zone": "z1"},
+                         "annotations": {"note": "x"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                       "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}
+        }))
+        .unwrap();
+        let s = ProviderSettings::default();
+        let m = node_mapping(&node, &s).unwrap();
+        assert_eq!((m.id.as_str(), m.priority), ("n-1", 0));
+        let v = json(&m.vars);
+        assert_eq!(
+            v["node"],
+            serde_json::json!({"name": "node-1", "uid": "n-1", "hostname": "host-1"})
+        );
+        assert_eq!(v["labels"]["zone"], "z1");
+        assert_eq!(v["annotations"]["note"], "x");
+        assert_eq!(v["scope"], "node");
+        let f = json(&m.fields);
+        assert_eq!(f["kubernetes"]["node"]["hostname"], "host-1");
+        assert_eq!(
+            f["kubernetes"]["labels"]["kubernetes_io/hostname"],
+            "host-1"
+        );
+        // Not Ready, or without an address: no mapping, as in Elastic Agent.
+        let mut not_ready = node.clone();
+        not_ready
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()[0]
+            .status = "False".into();
+        assert!(node_mapping(&not_ready, &s).is_none());
+        let mut no_address = node;
+        no_address.status.as_mut().unwrap().addresses = None;
+        assert!(node_mapping(&no_address, &s).is_none());
+
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "s-1", "labels": {"app": "web"}},
+            "spec": {"clusterIP": "10.96.0.10"}
+        }))
+        .unwrap();
+        let ns_labels = Labels::from([("team".to_string(), "a".to_string())]);
+        let m = service_mapping(
+            &svc,
+            &s,
+            Some(NamespaceMeta {
+                uid: Some("ns-1"),
+                labels: Some(&ns_labels),
+            }),
+        )
+        .unwrap();
+        assert_eq!((m.id.as_str(), m.priority), ("s-1", 3));
+        let v = json(&m.vars);
+        assert_eq!(
+            v["service"],
+            serde_json::json!({"name": "web", "uid": "s-1"})
+        );
+        assert_eq!(v["namespace"], "shop");
+        assert_eq!(v["namespace_labels"]["team"], "a");
+        assert_eq!(v["labels"]["app"], "web");
+        assert_eq!(json(&m.fields)["kubernetes"]["service"]["name"], "web");
+        let mut headless_without_ip = svc;
+        headless_without_ip.spec.as_mut().unwrap().cluster_ip = None;
+        assert!(service_mapping(&headless_without_ip, &s, None).is_none());
     }
 }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use kube::Api;
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -122,6 +122,7 @@ impl Pods {
     }
 
     fn mappings(&self, s: &ProviderSettings, related: &RelatedStores) -> Vec<Mapping> {
+        let namespace_of = |name: &str| related.namespaces.as_ref()?.get(&ObjectRef::new(name));
         let mut out: Vec<Mapping> = self
             .by_uid
             .values()
@@ -130,15 +131,15 @@ impl Pods {
                     .nodes
                     .as_ref()
                     .and_then(|n| n.get(&ObjectRef::new(&p.node_name)));
-                let ns = related
-                    .namespaces
-                    .as_ref()
-                    .and_then(|n| n.get(&ObjectRef::new(&p.namespace)));
+                let ns = namespace_of(&p.namespace);
                 mapping::pod_mappings(
                     p,
                     s,
                     mapping::Related {
-                        node_labels: node.as_ref().and_then(|n| n.metadata.labels.as_ref()),
+                        node_labels: node
+                            .as_ref()
+                            .filter(|_| s.node_metadata)
+                            .and_then(|n| n.metadata.labels.as_ref()),
                         namespace: ns.as_ref().map(|n| mapping::NamespaceMeta {
                             uid: n.metadata.uid.as_deref(),
                             labels: n.metadata.labels.as_ref(),
@@ -147,21 +148,47 @@ impl Pods {
                 )
             })
             .collect();
+        if s.resources.node
+            && let Some(nodes) = &related.nodes
+        {
+            out.extend(
+                nodes
+                    .state()
+                    .iter()
+                    .filter_map(|n| mapping::node_mapping(n, s)),
+            );
+        }
+        if let Some(services) = &related.services {
+            out.extend(services.state().iter().filter_map(|svc| {
+                let ns = svc.metadata.namespace.as_deref().and_then(namespace_of);
+                mapping::service_mapping(
+                    svc,
+                    s,
+                    ns.as_ref().map(|n| mapping::NamespaceMeta {
+                        uid: n.metadata.uid.as_deref(),
+                        labels: n.metadata.labels.as_ref(),
+                    }),
+                )
+            }));
+        }
         dynamic::sort(&mut out);
         out
     }
 }
 
-/// The node and namespace metadata the mappings carry
-/// (`add_resource_metadata`), each `None` when turned off.
+/// The nodes, namespaces and services the mappings read: nodes for their
+/// labels (`add_resource_metadata.node`) and their own mappings
+/// (`resources.node`), namespaces for their labels, services for theirs
+/// (`resources.service`); each `None` when nothing asks for it.
 struct RelatedStores {
-    nodes: Option<Store<PartialObjectMeta<Node>>>,
+    nodes: Option<Store<Node>>,
     namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
+    services: Option<Store<Service>>,
 }
 
 impl RelatedStores {
-    /// Starts the metadata-only watches the settings ask for; `changed`
-    /// hears of every change, so the mappings are published again.
+    /// Starts the watches the settings ask for; `changed` hears of every
+    /// change, so the mappings are published again.
     fn start(
         s: &ProviderSettings,
         client: &kube::Client,
@@ -169,17 +196,31 @@ impl RelatedStores {
         changed: mpsc::UnboundedSender<()>,
         stop: &CancellationToken,
     ) -> RelatedStores {
-        let nodes = s.node_metadata.then(|| {
+        let nodes = (s.node_metadata || s.resources.node).then(|| {
             let config = match s.scope {
                 Scope::Node => watcher::Config::default().fields(&format!("metadata.name={node}")),
                 Scope::Cluster => watcher::Config::default(),
             };
-            follow(
-                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+            // What neither the labels nor the mapping read: the images a
+            // node holds (often the larger part of it), managed fields.
+            fn trim(n: &mut Node) {
+                n.metadata.managed_fields = None;
+                if let Some(st) = n.status.as_mut() {
+                    st.images = None;
+                    st.volumes_attached = None;
+                    st.volumes_in_use = None;
+                }
+            }
+            reflect(
+                Api::<Node>::all(client.clone()),
                 config,
-                "nodes",
-                changed.clone(),
-                stop.clone(),
+                trim,
+                Reflect {
+                    what: "nodes".to_string(),
+                    cost: "kubernetes provider: mappings go without the node's labels, and nodes get no mapping of their own (grant list and watch on nodes)",
+                    changed: Some(changed.clone()),
+                    stop: Some(stop.clone()),
+                },
             )
         });
         let namespaces = s.namespace_metadata.then(|| {
@@ -187,11 +228,38 @@ impl RelatedStores {
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
                 watcher::Config::default(),
                 "namespaces",
-                changed,
+                changed.clone(),
                 stop.clone(),
             )
         });
-        RelatedStores { nodes, namespaces }
+        let services = s.resources.service.then(|| {
+            fn trim(svc: &mut Service) {
+                svc.metadata.managed_fields = None;
+                if let Some(a) = svc.metadata.annotations.as_mut() {
+                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+            }
+            let api = match &s.namespace {
+                Some(ns) => Api::<Service>::namespaced(client.clone(), ns),
+                None => Api::<Service>::all(client.clone()),
+            };
+            reflect(
+                api,
+                watcher::Config::default(),
+                trim,
+                Reflect {
+                    what: "services".to_string(),
+                    cost: "kubernetes provider: services get no mappings (grant list and watch on services)",
+                    changed: Some(changed),
+                    stop: Some(stop.clone()),
+                },
+            )
+        });
+        RelatedStores {
+            nodes,
+            namespaces,
+            services,
+        }
     }
 }
 
@@ -251,6 +319,9 @@ async fn run(
         if let Some(n) = &related.namespaces {
             let _ = n.wait_until_ready().await;
         }
+        if let Some(n) = &related.services {
+            let _ = n.wait_until_ready().await;
+        }
     };
     let _ = tokio::time::timeout(RELATED_SYNC, ready).await;
     let api: Api<Pod> = match &s.namespace {
@@ -267,10 +338,19 @@ async fn run(
         scope = ?s.scope,
         node = %node,
         namespace = s.namespace.as_deref().unwrap_or("(all)"),
+        pods = s.resources.pod,
+        nodes = s.resources.node,
+        services = s.resources.service,
         cleanup_timeout_s = s.cleanup_timeout.as_secs_f64(),
-        "kubernetes provider: watching pods",
+        "kubernetes provider: watching",
     );
-    let stream = watcher::watcher(api, config).default_backoff();
+    // Without `resources.pod` no Pod is watched: nodes' and services'
+    // changes alone publish the mappings.
+    let stream = if s.resources.pod {
+        watcher::watcher(api, config).default_backoff().boxed()
+    } else {
+        futures_util::stream::pending().boxed()
+    };
     futures_util::pin_mut!(stream);
     let mut pods = Pods::default();
     // The uids of a re-list in progress.

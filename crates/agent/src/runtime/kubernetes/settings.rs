@@ -62,6 +62,30 @@ pub struct ProviderSettings {
     pub deployment: bool,
     /// `hints.*` and `prefix`.
     pub hints: HintSettings,
+    /// `resources.{pod,node,service}.enabled`.
+    pub resources: Resources,
+}
+
+/// Which objects the provider publishes mappings for. As in Elastic Agent,
+/// when none is turned on, pods and nodes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resources {
+    /// Pods and their containers.
+    pub pod: bool,
+    /// Nodes (Ready, with an address).
+    pub node: bool,
+    /// Services with a cluster IP (cluster scope).
+    pub service: bool,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources {
+            pod: true,
+            node: true,
+            service: false,
+        }
+    }
 }
 
 impl Default for ProviderSettings {
@@ -81,6 +105,7 @@ impl Default for ProviderSettings {
             namespace_metadata: true,
             deployment: false,
             hints: HintSettings::default(),
+            resources: Resources::default(),
         }
     }
 }
@@ -95,7 +120,7 @@ pub struct Parsed {
 }
 
 /// Keys accepted without effect, and why.
-const INERT: [(&str, &str); 7] = [
+const INERT: [(&str, &str); 5] = [
     (
         "sync_period",
         "watches are event-driven and re-list only when the API server asks",
@@ -107,14 +132,6 @@ const INERT: [(&str, &str); 7] = [
     ("use_kubeadm", "`orchestrator.cluster.*` is not added"),
     ("use_regex_include", "label names are matched exactly"),
     ("use_regex_exclude", "label names are matched exactly"),
-    (
-        "resources.node.enabled",
-        "leasehold publishes pod and container mappings only",
-    ),
-    (
-        "resources.service.enabled",
-        "leasehold publishes pod and container mappings only",
-    ),
 ];
 
 /// Reads `providers.kubernetes` (`v` is its resolved value, `Null` when
@@ -136,6 +153,8 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut enabled = true;
+    let mut scope_set = false;
+    let (mut pod, mut node, mut service) = (None, None, None);
     for (key, value) in &keys {
         let at = format!("`{base}.{key}`");
         let text = || match value {
@@ -174,7 +193,10 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
         match key.as_str() {
             "enabled" => enabled = boolean(&mut errors).unwrap_or(true),
             "scope" => match text().as_deref() {
-                Some("node") => s.scope = Scope::Node,
+                Some("node") => {
+                    s.scope = Scope::Node;
+                    scope_set = true;
+                }
                 Some("cluster") => s.scope = Scope::Cluster,
                 _ => errors.push(format!("{at} must be `node` or `cluster`")),
             },
@@ -192,14 +214,9 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             }
             "labels.dedot" => s.labels_dedot = boolean(&mut errors).unwrap_or(true),
             "annotations.dedot" => s.annotations_dedot = boolean(&mut errors).unwrap_or(true),
-            "resources.pod.enabled" => {
-                if boolean(&mut errors) == Some(false) {
-                    warnings.push(format!(
-                        "{at}: false turns off the only resource leasehold publishes; no input reading `kubernetes.*` will run"
-                    ));
-                    enabled = false;
-                }
-            }
+            "resources.pod.enabled" => pod = boolean(&mut errors),
+            "resources.node.enabled" => node = boolean(&mut errors),
+            "resources.service.enabled" => service = boolean(&mut errors),
             "hints.enabled" => s.hints.enabled = boolean(&mut errors).unwrap_or(false),
             "hints.default_container_logs" => {
                 s.hints.default_container_logs = boolean(&mut errors).unwrap_or(true)
@@ -231,6 +248,31 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
                 )),
             },
         }
+    }
+    // Elastic Agent's rule: none turned on means pods and nodes.
+    let (pod, node, service) = (
+        pod.unwrap_or(false),
+        node.unwrap_or(false),
+        service.unwrap_or(false),
+    );
+    s.resources = if pod || node || service {
+        Resources { pod, node, service }
+    } else {
+        Resources::default()
+    };
+    if keys.get("resources.pod.enabled") == Some(&Value::Bool(false)) && !node && !service {
+        warnings.push(format!(
+            "`{base}.resources.pod.enabled`: false with no other resource turned on publishes pods and nodes, as in Elastic Agent; turn the provider off with `{base}.enabled: false`"
+        ));
+    }
+    // Services are cluster objects: Elastic Agent watches them cluster-wide.
+    if s.resources.service && s.scope == Scope::Node {
+        if scope_set {
+            warnings.push(format!(
+                "`{base}.scope`: node is changed to cluster because `resources.service` is on, as in Elastic Agent"
+            ));
+        }
+        s.scope = Scope::Cluster;
     }
     if s.scope == Scope::Cluster && s.node.is_some() {
         warnings.push(format!(
@@ -308,6 +350,11 @@ mod tests {
         assert!(!s.labels_dedot);
         assert!(s.deployment && s.node_metadata && s.namespace_metadata);
         assert!(s.hints.enabled && s.hints.default_container_logs);
+        assert_eq!(
+            s.resources,
+            Resources::default(),
+            "none asked for: pods and nodes"
+        );
         assert_eq!(s.hints.prefix, "co.elastic");
         let all = p.warnings.join("\n");
         assert!(
@@ -322,6 +369,33 @@ mod tests {
             Some(ProviderSettings::default())
         );
         assert_eq!(parse_yaml("enabled: false").unwrap().settings, None);
+    }
+
+    #[test]
+    fn resources_follow_elastics_rule() {
+        let r = |yaml: &str| parse_yaml(yaml).unwrap();
+        let only_services = r("resources.service.enabled: true\nscope: node\n");
+        let s = only_services.settings.unwrap();
+        assert_eq!(
+            s.resources,
+            Resources {
+                pod: false,
+                node: false,
+                service: true
+            }
+        );
+        assert_eq!(s.scope, Scope::Cluster);
+        assert!(
+            only_services
+                .warnings
+                .join("\n")
+                .contains("changed to cluster")
+        );
+        let nodes = r("resources: {node: {enabled: true}}\n").settings.unwrap();
+        assert_eq!((nodes.resources.pod, nodes.resources.node), (false, true));
+        let off = r("resources.pod.enabled: false\n");
+        assert_eq!(off.settings.unwrap().resources, Resources::default());
+        assert!(off.warnings.join("\n").contains("publishes pods and nodes"));
     }
 
     #[test]

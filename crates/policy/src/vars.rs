@@ -1,12 +1,17 @@
 //! The variable store: what providers published, addressed as
 //! `provider.path.to.value` (list items by index: `host.ip.0`).
 
-use crate::value::{Map, Value};
+use std::sync::Arc;
 
-/// Variables by provider name.
+use crate::value::Value;
+
+/// Variables by provider name. Each provider's variables are shared, so a
+/// copy of the store that replaces one provider (a dynamic provider's
+/// mapping, rendered once per Pod) does not copy the others.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Vars {
-    providers: Map,
+    /// In the order they were first set; a handful, looked up linearly.
+    providers: Vec<(String, Arc<Value>)>,
 }
 
 impl Vars {
@@ -17,7 +22,11 @@ impl Vars {
 
     /// Replaces everything provider `name` publishes.
     pub fn set_provider(&mut self, name: &str, value: Value) {
-        self.providers.insert(name, value);
+        let value = Arc::new(value);
+        match self.providers.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => self.providers.push((name.to_string(), value)),
+        }
     }
 
     /// Builds a store from a JSON object mapping provider name to its
@@ -38,7 +47,7 @@ impl Vars {
 
     /// Whether provider `name` published anything.
     pub fn has_provider(&self, name: &str) -> bool {
-        self.providers.contains_key(name)
+        self.providers.iter().any(|(n, _)| n == name)
     }
 
     /// Provider names, in the order they were set.
@@ -53,7 +62,11 @@ impl Vars {
             Some((p, r)) => (p, Some(r)),
             None => (name, None),
         };
-        let root = self.providers.get(provider)?;
+        let root = &**self
+            .providers
+            .iter()
+            .find(|(n, _)| n == provider)
+            .map(|(_, v)| v)?;
         let v = match rest {
             Some(path) => root.lookup_path(path)?,
             None => root,

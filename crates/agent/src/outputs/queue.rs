@@ -1010,10 +1010,22 @@ mod tests {
         earlier.append(&line(2)).await.unwrap();
         earlier.close_and_join();
 
-        let settings = FileSettings::new(dir.path().join("out"));
+        // A small file whose rotation is blocked: once fillers fill it,
+        // what follows is stored in the queue and cannot be delivered until
+        // the blocker goes.
+        let settings = FileSettings {
+            rotate_every_kb: 1,
+            number_of_files: 3,
+            ..FileSettings::new(dir.path().join("out"))
+        };
         let metrics = OutputMetrics::new();
         let outputs = with_disk_queue(settings.clone(), queue_dir.clone(), metrics.clone());
+        let blocker = RotationBlocker::install(&settings);
         let tx = outputs.sender("default").unwrap();
+        let fillers = 10..30;
+        for i in fillers.clone() {
+            tx.send(ev(i)).await.unwrap();
+        }
         let r = Arc::new(Recorder::default());
         let running = TermFence::new(CancellationToken::new(), TaskTracker::new());
         let over = CancellationToken::new();
@@ -1033,15 +1045,26 @@ mod tests {
         )
         .await
         .unwrap();
+        // Both are stored once the writer has failed twice on the
+        // blocked rotation (the fillers come first).
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while metrics.write_errors("default") < 2 {
+            assert!(Instant::now() < give_up, "no write error seen");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         assert!(
             !r.0.lock().unwrap().contains(&3),
             "a gated event is not acknowledged when stored, only when delivered"
         );
+        blocker.remove();
         assert_eq!(outputs.shutdown(far()).await, [("default".to_string(), 0)]);
+        let mut want = vec![line(2)];
+        want.extend(fillers.map(line));
+        want.push(gated_line(3));
         assert_eq!(
             all_lines(&settings),
-            [line(2), gated_line(3)],
-            "the earlier run's node-local record and the running term's event"
+            want,
+            "the earlier run's node-local record, the fillers and the running term's event"
         );
         assert_eq!(
             *r.0.lock().unwrap(),

@@ -9,6 +9,35 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// An object kube-rs can watch and a reflector can keep.
+pub trait Watchable:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// What a metadata-only copy never reads: managed fields and annotations.
+pub fn trim_metadata<K: kube::Resource>(o: &mut kube::api::PartialObjectMeta<K>) {
+    o.metadata.managed_fields = None;
+    o.metadata.annotations = None;
+}
+
 /// What a [`reflect`]ed copy does besides being kept.
 pub struct Reflect {
     /// What is watched, for messages (`pods`, `node n1`).
@@ -25,13 +54,7 @@ pub struct Reflect {
 /// through `trim` before it is kept.
 pub fn reflect<K>(api: Api<K>, config: watcher::Config, trim: fn(&mut K), how: Reflect) -> Store<K>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let (store, writer) = reflector::store();
     tokio::spawn(async move {

@@ -60,6 +60,24 @@ async fn wait_inputs(agent: &AgentProc, count: usize, within: Duration) -> Resul
     }
 }
 
+/// Lets agent 1 read `resources` in `ns` (a Role there, as a provider with
+/// `namespace` set needs), and gives `ns` its `default` ServiceAccount.
+async fn let_agent_read(admin: &kube::Client, ns: &str, resources: &[&str]) -> Result<()> {
+    for object in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "agent-reader"},
+               "rules": [{"apiGroups": [""], "resources": resources, "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "agent-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agent-reader"},
+               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
+    ] {
+        objects::create(admin, Some(ns), object).await?;
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<()> {
     let plane = ControlPlane::shared();
@@ -67,18 +85,7 @@ async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<(
     let ns = plane.namespace("churn").await?;
     let ns = ns.name().to_string();
     let node = format!("{ns}-node");
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": "pod-reader"},
-               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "pod-reader"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
-    ] {
-        objects::create(&admin, Some(&ns), object).await?;
-    }
+    let_agent_read(&admin, &ns, &["pods"]).await?;
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
@@ -264,15 +271,8 @@ async fn hints_choose_what_runs_for_each_container() -> Result<()> {
     let ns = plane.namespace("hints").await?;
     let ns = ns.name().to_string();
     let node = format!("{ns}-node");
+    let_agent_read(&admin, &ns, &["pods"]).await?;
     for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": "pod-reader"},
-               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "pod-reader"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "web", "annotations": {
                    "co.elastic.hints/package": "web",
@@ -382,20 +382,8 @@ async fn nodes_and_services_get_mappings_of_their_own() -> Result<()> {
     let ns = ns.name().to_string();
     let node = format!("{ns}-node");
     agents::access::grant_metadata_reads(plane, 1).await?;
+    let_agent_read(&admin, &ns, &["services"]).await?;
     for (object, scope) in [
-        (
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                   "metadata": {"name": "service-reader"},
-                   "rules": [{"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]}]}),
-            Some(ns.as_str()),
-        ),
-        (
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": "service-reader"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "service-reader"},
-                   "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
-            Some(ns.as_str()),
-        ),
         (
             json!({"apiVersion": "v1", "kind": "Node",
                    "metadata": {"name": node, "labels": {"lhtest": ns, "kubernetes.io/hostname": "host-a"}}}),

@@ -57,11 +57,21 @@ pub(crate) fn get_mut<'a>(
     map: &'a mut Map<String, Value>,
     path: &str,
 ) -> Result<&'a mut Value, PathError> {
+    let (parent, key) = parent_mut(map, path)?;
+    parent.get_mut(key).ok_or(PathError::Missing)
+}
+
+/// The object that holds the value at `path`, and that value's key in it:
+/// a literal key (dots included) wins over a walk through nested objects.
+fn parent_mut<'a, 'p>(
+    map: &'a mut Map<String, Value>,
+    path: &'p str,
+) -> Result<(&'a mut Map<String, Value>, &'p str), PathError> {
     let mut data = map;
     let mut key = path;
     loop {
         if data.contains_key(key) {
-            return data.get_mut(key).ok_or(PathError::Missing);
+            return Ok((data, key));
         }
         let Some(dot) = key.find('.') else {
             return Err(PathError::Missing);
@@ -103,23 +113,8 @@ pub(crate) fn locate(map: &Map<String, Value>, path: &str) -> Result<Vec<String>
 
 /// Removes the value at `path` and returns it.
 pub(crate) fn remove(map: &mut Map<String, Value>, path: &str) -> Result<Value, PathError> {
-    let mut data = map;
-    let mut key = path;
-    loop {
-        if data.contains_key(key) {
-            return data.remove(key).ok_or(PathError::Missing);
-        }
-        let Some(dot) = key.find('.') else {
-            return Err(PathError::Missing);
-        };
-        let head = &key[..dot];
-        data = match data.get_mut(head) {
-            None => return Err(PathError::Missing),
-            Some(Value::Object(sub)) => sub,
-            Some(_) => return Err(PathError::NotObject(head.to_owned())),
-        };
-        key = &key[dot + 1..];
-    }
+    let (parent, key) = parent_mut(map, path)?;
+    parent.remove(key).ok_or(PathError::Missing)
 }
 
 /// Removes the value at `path`, then every object on the way that the

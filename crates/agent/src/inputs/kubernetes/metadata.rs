@@ -42,26 +42,15 @@ pub fn shared(kubeconfig: Option<std::path::PathBuf>) -> Arc<Metadata> {
 
 /// Labels and owners are what is read: no managed fields, no
 /// annotations are kept.
-fn trim<K: kube::Resource>(o: &mut PartialObjectMeta<K>) {
-    o.metadata.managed_fields = None;
-    o.metadata.annotations = None;
-}
-
 /// A metadata-only copy of every `kind` object, for the agent's lifetime.
 fn watch_all<K>(client: &kube::Client, kind: &'static str) -> Store<PartialObjectMeta<K>>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: crate::kubewatch::Watchable,
 {
     reflect(
         Api::<PartialObjectMeta<K>>::all(client.clone()),
         watcher::Config::default(),
-        trim::<K>,
+        crate::kubewatch::trim_metadata::<K>,
         Reflect {
             what: kind.to_string(),
             cost: "add_metadata: documents go out without these objects' labels (grant list and watch on them)",

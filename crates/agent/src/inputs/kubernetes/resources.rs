@@ -43,13 +43,7 @@ fn trim<K: kube::Resource>(o: &mut K) {
 
 fn watched<K>(client: &kube::Client, config: watcher::Config, what: String) -> Store<K>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: crate::kubewatch::Watchable,
 {
     reflect(
         Api::<K>::all(client.clone()),

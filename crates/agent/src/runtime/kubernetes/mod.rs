@@ -273,22 +273,12 @@ fn follow<K>(
     stop: CancellationToken,
 ) -> Store<PartialObjectMeta<K>>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: crate::kubewatch::Watchable,
 {
-    fn trim<K: kube::Resource>(o: &mut PartialObjectMeta<K>) {
-        o.metadata.managed_fields = None;
-        o.metadata.annotations = None;
-    }
     reflect(
         api,
         config,
-        trim::<K>,
+        crate::kubewatch::trim_metadata::<K>,
         Reflect {
             what: kind.to_string(),
             cost: "kubernetes provider: mappings go without these objects' labels (grant list and watch on them, or turn add_resource_metadata off for them)",

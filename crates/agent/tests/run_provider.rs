@@ -78,6 +78,35 @@ async fn let_agent_read(admin: &kube::Client, ns: &str, resources: &[&str]) -> R
     Ok(())
 }
 
+/// Waits (30 s at most) until the running inputs whose id starts with
+/// `prefix` are exactly `want` (sorted) and each has shipped an event; the
+/// events written so far.
+async fn wait_running_and_shipping(
+    agent: &AgentProc,
+    out: &std::path::Path,
+    prefix: &str,
+    want: &[String],
+) -> Result<Vec<serde_json::Value>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut ids = running_inputs(agent, prefix)?;
+        ids.sort();
+        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+        let events: Vec<serde_json::Value> = complete_lines(&text)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if ids == want && events.len() >= want.len() {
+            return Ok(events);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "running {ids:?}, want {want:?}; events: {text}; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<()> {
     let plane = ControlPlane::shared();
@@ -333,28 +362,11 @@ inputs:
         format!("hinted-web-0a1b-kubernetes-{web}.c"),
     ];
     want.sort();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (events, ids) = loop {
-        let mut ids = running_inputs(&agent, "hinted-")?;
-        ids.sort();
-        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
-        let events: Vec<serde_json::Value> = complete_lines(&text)
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        if ids == want && events.len() >= 2 {
-            break (events, ids);
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "running {ids:?}, want {want:?}; events: {text}; log: {}",
-            agent.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let events = wait_running_and_shipping(&agent, &out, "hinted-", &want).await?;
     let web_event = events
         .iter()
         .find(|e| e["message"] == "period=7s")
-        .with_context(|| format!("no event with the hinted period: {events:?} ({ids:?})"))?;
+        .with_context(|| format!("no event with the hinted period: {events:?}"))?;
     assert_eq!(web_event["project"]["name"], "shop", "{web_event}");
     assert_eq!(web_event["kubernetes"]["pod"]["name"], "web", "{web_event}");
     assert_eq!(web_event["container"]["id"], "0a1b", "{web_event}");
@@ -441,24 +453,7 @@ inputs:
         format!("res-svc-web-kubernetes-{svc_uid}"),
     ];
     want.sort();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let events = loop {
-        let mut ids = running_inputs(&agent, "res-")?;
-        ids.sort();
-        let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
-        let events: Vec<serde_json::Value> = complete_lines(&text)
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        if ids == want && events.len() >= 2 {
-            break events;
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "running {ids:?}, want {want:?}; events: {text}; log: {}",
-            agent.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let events = wait_running_and_shipping(&agent, &out, "res-", &want).await?;
     let of = |message: &str| {
         events
             .iter()

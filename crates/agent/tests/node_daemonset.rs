@@ -1226,6 +1226,21 @@ fn talker(namespace: &str, pod: &str, containers: &[&str]) -> Value {
     })
 }
 
+/// A namespace whose pods the agent may get, list and watch, and no more
+/// (least privilege).
+fn pod_reader(ns: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "pod-reader", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+         "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]},
+    ]})
+}
+
 /// Elastic's standalone manifest's container-log input, with its keys: the
 /// `kubernetes` provider makes one input per container of the pods of this
 /// node (here of one namespace), started when the container appears and
@@ -1239,18 +1254,7 @@ async fn container_logs_on_a_real_node_become_one_input_per_container() -> Resul
     let plane = ControlPlane::shared();
     let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
     let ns = "provider-logs";
-    // Least privilege: the agent may list and watch pods of this namespace.
-    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "pod-reader", "namespace": ns},
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "pod-reader", "namespace": ns},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-         "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]},
-    ]});
-    node.kubectl(&["apply", "-f", "-"], Some(&rbac.to_string()))?;
+    node.kubectl(&["apply", "-f", "-"], Some(&pod_reader(ns).to_string()))?;
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
@@ -1461,6 +1465,179 @@ inputs:
         "provider: talker (a, b) and talker-2 (c): {} documents, inputs now {:?}",
         all.len(),
         dynamic_ids(&running(&agent)?)
+    );
+    drop(agent);
+    node.kubectl(&["delete", "namespace", ns, "--wait=false"], None)?;
+    node.down()?;
+    Ok(())
+}
+
+/// Filebeat's and Metricbeat's own hints on real pods: `co.elastic.logs/*`
+/// builds the container's log input (multiline joined, excluded lines
+/// gone, each line once, in place of the default `container_logs` input
+/// of Elastic Agent's hints, which still reads the unannotated pod), and
+/// `co.elastic.metrics/*` scrapes the port the pod declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beats_hints_on_a_real_node_build_log_and_metrics_inputs() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    let ns = "provider-beats-hints";
+    node.kubectl(&["apply", "-f", "-"], Some(&pod_reader(ns).to_string()))?;
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    // Elastic's `container_logs` hints template, with its keys.
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes:
+    node: 127.0.0.1
+    namespace: {ns}
+    cleanup_timeout: 3s
+    hints.enabled: true
+outputs:
+  default: {{type: file, path: '{out}', filename: events}}
+inputs:
+  - id: filestream-container-logs-${{kubernetes.hints.container_id}}
+    type: filestream
+    use_output: default
+    streams:
+      - id: kubernetes-container-logs-${{kubernetes.hints.container_id}}
+        condition: ${{kubernetes.hints.container_logs.enabled}} == true
+        data_stream: {{dataset: kubernetes.container_logs, type: logs}}
+        parsers:
+          - container: {{format: auto, stream: all}}
+        paths:
+          - /var/log/containers/*${{kubernetes.hints.container_id}}.log
+        prospector.scanner.symlinks: true
+"#,
+            out = out.display()
+        ),
+    )?;
+    let agent = agents::AgentProc::start_alone(plane, &policy, &out)?;
+    let serve = "mkdir -p /tmp/www && printf 'hinted_up 1\\n' > /tmp/www/metrics && httpd -p 9100 -h /tmp/www";
+    let lines = r"echo '[1] first'; echo '  detail a'; echo '[DEBUG] noise'; echo '[2] second'; echo '  detail b'; echo '[3] third'";
+    let pods = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "hinted", "namespace": ns, "labels": {"app": "hinted"},
+                      "annotations": {
+                          "co.elastic.logs/multiline.pattern": "^\\[",
+                          "co.elastic.logs/multiline.negate": "true",
+                          "co.elastic.logs/multiline.match": "after",
+                          "co.elastic.logs/multiline.timeout": "1s",
+                          "co.elastic.logs/exclude_lines": "^\\[DEBUG\\]",
+                          "co.elastic.metrics/module": "prometheus",
+                          "co.elastic.metrics/hosts": "${data.host}:9100",
+                          "co.elastic.metrics/period": "1s",
+                      }},
+         "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+             "name": "app", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+             "ports": [{"containerPort": 9100, "name": "metrics"}],
+             "command": ["sh", "-c", format!("{serve} && {lines}; exec sleep 600")],
+         }]}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "plain", "namespace": ns, "labels": {"app": "plain"}},
+         "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+             "name": "p", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+             "command": ["sh", "-c", "echo 'plain 1'; echo 'plain 2'; exec sleep 600"],
+         }]}},
+    ]});
+    node.kubectl(&["apply", "-f", "-"], Some(&pods.to_string()))?;
+    let read = || agents::docs::file_docs(&out);
+    let of = |docs: &[Value], pod: &str| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kubernetes"]["pod"]["name"] == pod)
+            .cloned()
+            .collect()
+    };
+    let messages = |docs: &[Value], pod: &str| -> Vec<String> {
+        of(docs, pod)
+            .iter()
+            .filter(|d| d["data_stream"]["dataset"] == "kubernetes.container_logs")
+            .filter_map(|d| d["message"].as_str().map(str::to_string))
+            .collect()
+    };
+    let scraped = |docs: &[Value]| -> usize {
+        of(docs, "hinted")
+            .iter()
+            .filter(|d| d["prometheus"]["metrics"]["hinted_up"] == 1)
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let docs = loop {
+        let d = read()?;
+        if messages(&d, "hinted").len() >= 3 && messages(&d, "plain").len() >= 2 && scraped(&d) >= 2
+        {
+            break d;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "hinted logs {:?}, plain logs {:?}, {} scrapes; status: {}; log: {}",
+            messages(&d, "hinted"),
+            messages(&d, "plain"),
+            scraped(&d),
+            agent.status()?,
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // Joined at the pattern, the excluded line gone, each event once: the
+    // default input does not read the annotated container's file too.
+    assert_eq!(
+        messages(&docs, "hinted"),
+        [
+            "[1] first\n  detail a",
+            "[2] second\n  detail b",
+            "[3] third"
+        ]
+    );
+    assert_eq!(messages(&docs, "plain"), ["plain 1", "plain 2"]);
+    let pod: Value = serde_json::from_str(
+        &node.kubectl(&["get", "pod", "-n", ns, "hinted", "-o", "json"], None)?,
+    )?;
+    let (uid, ip) = (
+        pod["metadata"]["uid"].as_str().context("uid")?,
+        pod["status"]["podIP"].as_str().context("pod ip")?,
+    );
+    let log = of(&docs, "hinted")
+        .into_iter()
+        .find(|d| d["message"] == "[3] third")
+        .context("the last event")?;
+    assert_eq!(
+        log["input"]["id"],
+        format!("hints-logs-0-kubernetes-{uid}.app"),
+        "{log}"
+    );
+    assert_eq!(log["kubernetes"]["labels"]["app"], "hinted", "{log}");
+    let scrape = of(&docs, "hinted")
+        .into_iter()
+        .find(|d| d["prometheus"]["metrics"]["hinted_up"] == 1)
+        .context("a scrape")?;
+    assert_eq!(
+        scrape["data_stream"]["dataset"], "prometheus.collector",
+        "{scrape}"
+    );
+    assert!(
+        scrape["service"]["address"]
+            .as_str()
+            .is_some_and(|a| a.contains(&format!("{ip}:9100"))),
+        "{scrape}"
+    );
+    assert_eq!(scrape["kubernetes"]["container"]["name"], "app", "{scrape}");
+    let plain = of(&docs, "plain").into_iter().next().context("plain")?;
+    assert!(
+        plain["input"]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("filestream-container-logs-")),
+        "{plain}"
+    );
+    println!(
+        "beats hints: hinted {:?}, plain {:?}, {} scrapes of {ip}:9100",
+        messages(&docs, "hinted"),
+        messages(&docs, "plain"),
+        scraped(&docs)
     );
     drop(agent);
     node.kubectl(&["delete", "namespace", ns, "--wait=false"], None)?;

@@ -11,7 +11,9 @@
 //! - each rendering gets the id `<rendered id>-<provider>-<mapping id>`
 //!   and carries the mapping's `fields`, which the runtime adds to every
 //!   event of that input, and its `processors`, after the input's own;
-//! - an input no mapping renders is reported as dropped, with why.
+//! - an input no mapping renders is reported as dropped, with why;
+//! - inputs a mapping brings itself ([`Mapping::inputs`]) follow the
+//!   policy's, with ids `<their id>-<provider>-<mapping id>`.
 
 use crate::cond::Condition;
 use crate::model::{Node, NodeKind};
@@ -19,7 +21,7 @@ use crate::subst::{self, Alt};
 use crate::value::Value;
 
 /// One variable set of a dynamic provider.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Mapping {
     /// Unique among the provider's mappings (a pod's uid; `<uid>.<name>`
     /// for a container): part of the ids of the inputs it renders.
@@ -34,6 +36,13 @@ pub struct Mapping {
     /// Processors appended to the `processors` of every input rendered
     /// from this mapping (hints ask for them).
     pub processors: Vec<Value>,
+    /// Inputs the mapping brings whole (Beats' `co.elastic.logs/*` and
+    /// `co.elastic.metrics/*` hints build them): run after the policy's
+    /// own, with the mapping's `fields`, once per distinct config, never
+    /// substituted again (their values came from annotations).
+    pub inputs: Vec<Value>,
+    /// Why inputs its hints asked for were not built: listed as dropped.
+    pub refused: Vec<String>,
 }
 
 /// A dynamic provider's current mappings, sorted by [`sort`].
@@ -139,6 +148,7 @@ mod tests {
             })),
             fields: Value::from_json(&serde_json::json!({"kubernetes": {"pod": {"name": name}}})),
             processors: Vec::new(),
+            ..Mapping::default()
         }
     }
 
@@ -157,6 +167,7 @@ mod tests {
                 "container": {"id": cid},
             })),
             processors: Vec::new(),
+            ..Mapping::default()
         }
     }
 
@@ -251,6 +262,45 @@ inputs:
         assert_eq!(tags(0), ["own", "hinted"]);
         assert_eq!(r.inputs[1].id, "static-web-1-kubernetes-u1");
         assert_eq!(tags(1), ["hinted"], "an input without its own gets a list");
+    }
+
+    #[test]
+    fn inputs_a_mapping_brings_run_once_each_after_the_policys() {
+        let p = policy("inputs:\n  - id: static\n    type: exec\n    command: [date]\n");
+        let scrape = Value::from_json(&serde_json::json!({
+            "id": "hints-metrics-prometheus-0", "type": "prometheus/metrics",
+            "streams": [{"metricsets": ["collector"], "hosts": ["10.0.0.7:9090"]}],
+        }));
+        let mut a = container("u1", "web-1", "app", "c1");
+        a.inputs = vec![scrape.clone()];
+        // The Pod's hints apply to its other container too: same config.
+        let mut b = container("u1", "web-1", "sidecar", "c2");
+        b.inputs = vec![scrape];
+        b.refused = vec!["co.elastic.metrics/module: redis is not built".into()];
+        let mut mappings = vec![b, a];
+        sort(&mut mappings);
+        let d = Dynamic {
+            provider: "kubernetes",
+            mappings: &mappings,
+        };
+        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let ids: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["static", "hints-metrics-prometheus-0-kubernetes-u1.app"]
+        );
+        assert_eq!(r.inputs[1].fields, Some(mappings[0].fields.clone()));
+        assert_eq!(
+            r.inputs[1].config.lookup_path("streams.0.hosts.0"),
+            Some(&Value::Str("10.0.0.7:9090".into()))
+        );
+        assert_eq!(
+            r.dropped,
+            [crate::render::Dropped {
+                id: "hints-kubernetes-u1.sidecar".into(),
+                reason: "co.elastic.metrics/module: redis is not built".into(),
+            }]
+        );
     }
 
     #[test]

@@ -360,7 +360,42 @@ pub fn render_with(
             out.dropped.push(Dropped { id: raw_id, reason });
         }
     }
+    if let Some(d) = dynamic {
+        push_brought(&mut out, &mut seen, policy.inputs().len(), d);
+    }
     Ok(out)
+}
+
+/// The inputs the mappings bring themselves, after the policy's: each
+/// distinct config once (a Pod's hints apply to all its containers), with
+/// its mapping's fields; and what the mappings refused, as dropped.
+fn push_brought(
+    out: &mut Rendered,
+    seen: &mut HashMap<String, usize>,
+    index: usize,
+    d: &Dynamic<'_>,
+) {
+    let mut contents: Vec<u64> = Vec::new();
+    for m in d.mappings {
+        for input in &m.inputs {
+            let Value::Map(config) = input else { continue };
+            let hash = stable_hash(input);
+            if contents.contains(&hash) {
+                continue;
+            }
+            contents.push(hash);
+            let mut config = config.clone();
+            let id = format!("{}-{}-{}", config_id(&config), d.provider, m.id);
+            config.insert("id", Value::Str(id));
+            push_input(out, seen, index, config, Vec::new(), Some(m.fields.clone()));
+        }
+        for reason in &m.refused {
+            out.dropped.push(Dropped {
+                id: format!("hints-{}-{}", d.provider, m.id),
+                reason: reason.clone(),
+            });
+        }
+    }
 }
 
 /// The `id` a rendered config names, as text (empty when it has none).

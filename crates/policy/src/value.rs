@@ -107,6 +107,19 @@ impl Map {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// Looks a key up, to change its value in place.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
+    /// Values in insertion order, to change them in place.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Value> {
+        self.entries.iter_mut().map(|(_, v)| v)
+    }
+
     /// Removes a key, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         let idx = self.entries.iter().position(|(k, _)| k == key)?;

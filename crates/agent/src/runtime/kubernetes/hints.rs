@@ -15,8 +15,8 @@
 //!   not resolve is left out, as Elastic leaves it out.
 //! - `processors.<name>` (JSON settings) and `processors.<n>.<name>.<key>`
 //!   become processors of the inputs the mapping renders.
-//! - Not read: `parsers` hints, and Beats' `co.elastic.logs/*` and
-//!   `co.elastic.metrics/*` (Filebeat's and Metricbeat's autodiscover).
+//! - Not read here: `parsers` hints. Beats' `co.elastic.logs/*` and
+//!   `co.elastic.metrics/*` are [`super::beats_hints`].
 
 use std::collections::BTreeMap;
 
@@ -74,7 +74,12 @@ pub fn hinted(
     meta: &Value,
     container: Option<(&str, &str)>,
 ) -> Option<Hinted> {
-    let hints = collect(&s.prefix, annotations, container.map(|(name, _)| name));
+    let hints = collect(
+        &s.prefix,
+        "hints",
+        annotations,
+        container.map(|(name, _)| name),
+    );
     let processors = processors(&hints);
     let mut out = Map::new();
     match hints.get("package").filter(|p| !p.trim().is_empty()) {
@@ -136,15 +141,17 @@ pub fn hinted(
     })
 }
 
-/// The hints that apply: the Pod's, then the container's over them, keyed
-/// by what follows the `/` (`package`, `info.period`, `processors.1.x`).
-fn collect(
+/// The hints of one `kind` (`hints`, `logs`, `metrics`) that apply: the
+/// Pod's, then the container's over them, keyed by what follows the `/`
+/// (`package`, `info.period`, `processors.1.x`).
+pub(super) fn collect(
     prefix: &str,
+    kind: &str,
     annotations: &BTreeMap<String, String>,
     container: Option<&str>,
 ) -> BTreeMap<String, String> {
-    let pod = format!("{prefix}.hints/");
-    let own = container.map(|c| format!("{prefix}.hints.{c}/"));
+    let pod = format!("{prefix}.{kind}/");
+    let own = container.map(|c| format!("{prefix}.{kind}.{c}/"));
     let mut hints = BTreeMap::new();
     for (k, v) in annotations {
         if let Some(key) = k.strip_prefix(&pod) {
@@ -183,7 +190,7 @@ fn resolve(value: &str, meta: &Value) -> Option<String> {
 
 /// `processors.<name>: <json>` and `processors.<n>.<name>[.<key>…]:
 /// <value>`, numbered ones first in their order.
-fn processors(hints: &BTreeMap<String, String>) -> Vec<Value> {
+pub(super) fn processors(hints: &BTreeMap<String, String>) -> Vec<Value> {
     let mut numbered: BTreeMap<u64, Map> = BTreeMap::new();
     let mut named = Vec::new();
     for (key, raw) in hints {
@@ -217,7 +224,7 @@ fn processors(hints: &BTreeMap<String, String>) -> Vec<Value> {
 }
 
 /// Puts `value` at the dotted `path` of `m`, making maps on the way.
-fn put(m: &mut Map, path: &str, value: Value) {
+pub(super) fn put(m: &mut Map, path: &str, value: Value) {
     match path.split_once('.') {
         None => m.insert(path, value),
         Some((head, rest)) => {

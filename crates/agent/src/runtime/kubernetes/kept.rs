@@ -48,9 +48,10 @@ pub struct KeptContainer {
     pub name: String,
     /// Its image, empty when none.
     pub image: String,
-    /// The last port it declares and that port's name (Elastic publishes
-    /// one, the last); ephemeral containers have none.
-    pub port: Option<(String, Option<String>)>,
+    /// The ports it declares and their names, in spec order (Elastic's
+    /// variables publish the last; Beats' hints read every one); ephemeral
+    /// containers have none.
+    pub ports: Vec<(String, Option<String>)>,
     /// `containerd://abc` of its status, as (`containerd`, `abc`); `None`
     /// until the runtime gave it one.
     pub id: Option<(String, String)>,
@@ -82,16 +83,17 @@ impl From<Pod> for KeptPod {
             .into_iter()
             .chain(spec.init_containers.into_iter().flatten())
             .map(|c| {
-                let port = c
+                let ports = c
                     .ports
-                    .as_ref()
-                    .and_then(|p| p.last())
-                    .map(|p| (p.container_port.to_string(), p.name.clone()));
+                    .iter()
+                    .flatten()
+                    .map(|p| (p.container_port.to_string(), p.name.clone()))
+                    .collect();
                 KeptContainer {
                     id: id_of(&c.name),
                     name: c.name,
                     image: c.image.unwrap_or_default(),
-                    port,
+                    ports,
                 }
             })
             .collect();
@@ -103,7 +105,7 @@ impl From<Pod> for KeptPod {
                     id: id_of(&c.name),
                     name: c.name,
                     image: c.image.unwrap_or_default(),
-                    port: None,
+                    ports: Vec::new(),
                 }),
         );
         let mut annotations = meta.annotations.unwrap_or_default();
@@ -187,13 +189,13 @@ mod tests {
                 KeptContainer {
                     name: "app".into(),
                     image: "app:1".into(),
-                    port: Some(("9090".into(), Some("metrics".into()))),
+                    ports: vec![("80".into(), None), ("9090".into(), Some("metrics".into()))],
                     id: Some(("containerd".into(), "c1".into())),
                 },
                 KeptContainer {
                     name: "init".into(),
                     image: "busybox".into(),
-                    port: None,
+                    ports: Vec::new(),
                     id: None,
                 },
             ]

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use leasehold_policy::dynamic::Mapping;
 use leasehold_policy::{Map, Value};
 
+use super::beats_hints::{BeatsHinted, Container, beats_hinted};
 use super::hints::hinted;
 use super::kept::KeptPod;
 use super::settings::{ProviderSettings, Scope};
@@ -107,9 +108,15 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             vars: published,
             fields: Value::Map(wrap("kubernetes", fields.clone())),
             processors,
+            ..Mapping::default()
         });
     }
 
+    let pod_ports: Vec<(String, Option<String>)> = pod
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().cloned())
+        .collect();
     for kc in &pod.containers {
         let Some((runtime, id)) = &kc.id else {
             continue;
@@ -120,7 +127,7 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         c.insert("id", Value::Str(id.into()));
         c.insert("image", text(image));
         c.insert("runtime", Value::Str(runtime.into()));
-        if let Some((port, port_name)) = &kc.port {
+        if let Some((port, port_name)) = kc.ports.last() {
             c.insert("port", Value::Str(port.clone()));
             if let Some(n) = port_name {
                 c.insert("port_name", Value::Str(n.clone()));
@@ -128,18 +135,34 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         }
         let mut cvars = vars.clone();
         cvars.insert("container", Value::Map(c));
-        let (cvars, processors) = if s.hints.enabled {
-            match hinted(
+        let (cvars, processors, beats) = if s.hints.enabled {
+            let beats = beats_hinted(
+                &s.hints.prefix,
+                all_annotations,
+                &Value::Map(cvars.clone()),
+                &pod_ports,
+                Container {
+                    name,
+                    id,
+                    ports: &kc.ports,
+                },
+            );
+            let (mut hvars, processors) = match hinted(
                 &s.hints,
                 all_annotations,
                 &Value::Map(cvars),
                 Some((name, id)),
             ) {
                 Some(h) => (h.vars, h.processors),
-                None => continue,
+                None if beats == BeatsHinted::default() => continue,
+                None => (container_id_only(id), Vec::new()),
+            };
+            if beats.logs_taken {
+                drop_container_logs(&mut hvars);
             }
+            (hvars, processors, beats)
         } else {
-            (Value::Map(cvars), Vec::new())
+            (Value::Map(cvars), Vec::new(), BeatsHinted::default())
         };
         let mut kfields = fields.clone();
         kfields.insert(
@@ -159,9 +182,34 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             vars: cvars,
             fields: Value::Map(all),
             processors,
+            inputs: beats.inputs,
+            refused: beats.refused,
         });
     }
     out
+}
+
+/// A container mapping's hints when only Beats' hints apply to it.
+fn container_id_only(id: &str) -> Value {
+    let mut hints = Map::new();
+    hints.insert("container_id", Value::Str(id.into()));
+    Value::Map(wrap("hints", Value::Map(hints)))
+}
+
+/// Takes `hints.container_logs` and every `hints.<package>.container_logs`
+/// out: Beats' log hints read the container's file instead (or turned its
+/// logs off).
+fn drop_container_logs(vars: &mut Value) {
+    if let Value::Map(top) = vars
+        && let Some(Value::Map(hints)) = top.get_mut("hints")
+    {
+        hints.remove("container_logs");
+        for v in hints.values_mut() {
+            if let Value::Map(package) = v {
+                package.remove("container_logs");
+            }
+        }
+    }
 }
 
 /// The mapping of a node (priority 0, id = its uid), published as Elastic
@@ -207,6 +255,7 @@ pub fn node_mapping(node: &Node, s: &ProviderSettings) -> Option<Mapping> {
         vars: Value::Map(vars),
         fields: Value::Map(wrap("kubernetes", fields)),
         processors: Vec::new(),
+        ..Mapping::default()
     })
 }
 
@@ -246,6 +295,7 @@ pub fn service_mapping(
         vars: Value::Map(vars),
         fields: Value::Map(wrap("kubernetes", fields)),
         processors: Vec::new(),
+        ..Mapping::default()
     })
 }
 
@@ -470,6 +520,60 @@ mod tests {
         );
         assert_eq!(json(&m[0].fields)["kubernetes"]["pod"]["name"], "web-7d9f");
         assert_eq!(m[1].processors.len(), 1);
+    }
+
+    #[test]
+    fn beats_hints_bring_inputs_and_take_the_container_logs_over() {
+        let mut p = pod();
+        p.annotations = [
+            ("co.elastic.hints.nginx/package", "nginx"),
+            ("co.elastic.logs.nginx/multiline.pattern", "^\\S"),
+            ("co.elastic.logs.nginx/multiline.match", "after"),
+            ("co.elastic.metrics/module", "prometheus"),
+            (
+                "co.elastic.metrics/hosts",
+                "${data.host}:${data.ports.metrics}",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = ProviderSettings {
+            hints: super::super::hints::HintSettings {
+                enabled: true,
+                default_container_logs: false,
+                ..Default::default()
+            },
+            ..ProviderSettings::default()
+        };
+        let m = pod_mappings(&p, &s, Related::default());
+        let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
+        // `setup` has neither a package nor default logs, but the Pod's
+        // metrics hint applies to it: it publishes for that alone.
+        assert_eq!(ids, ["u-1.nginx", "u-1.setup"]);
+        // The nginx package stays; its container logs are Beats' input.
+        assert_eq!(
+            json(&m[0].vars),
+            serde_json::json!({"hints": {
+                "nginx": {"enabled": true},
+                "container_id": "abc123",
+            }})
+        );
+        let inputs: Vec<serde_json::Value> = m[0].inputs.iter().map(json).collect();
+        assert_eq!(inputs.len(), 2, "{inputs:?}");
+        assert_eq!(inputs[0]["type"], "filestream");
+        assert_eq!(
+            inputs[0]["streams"][0]["paths"][0],
+            "/var/log/containers/*-abc123.log"
+        );
+        assert_eq!(
+            json(&m[1].vars),
+            serde_json::json!({"hints": {"container_id": "def456"}})
+        );
+        // Both containers build the same scrape of the named port (the
+        // rendering runs it once, as Beats runs equal configs once).
+        assert_eq!(inputs[1]["streams"][0]["hosts"][0], "10.244.0.7:9113");
+        assert_eq!(m[1].inputs, m[0].inputs[1..]);
     }
 
     #[test]

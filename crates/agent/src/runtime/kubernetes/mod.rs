@@ -9,6 +9,7 @@
 //! A deleted pod's mappings stay for `cleanup_timeout`, so its log inputs
 //! read what the container wrote last, then go.
 
+pub mod beats_hints;
 pub mod hints;
 pub mod kept;
 pub mod mapping;

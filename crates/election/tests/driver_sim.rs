@@ -5,7 +5,9 @@
 //!
 //! Each schedule runs three candidates through message delays, failed and
 //! lost writes, partitions, restarts and third-party edits of the Lease
-//! (delete, clear, overwrite, shortened duration, dropped transitions),
+//! (delete, clear, intruder, holder overwritten to another candidate or to
+//! a name nobody runs, shortened duration, dropped transitions), with the
+//! stopped-term acknowledgement kept on the Lease as its annotation is,
 //! and judges safety from the leader-only work itself: the intervals in
 //! which each candidate's work ran (from its start until its task
 //! returned, on the shared virtual clock) never overlap, and terms only
@@ -22,7 +24,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
-use leasehold_election::core::{Failure, LeaseRecord, Observed, WallTime};
+use leasehold_election::core::{Failure, LeaseRecord, Observed, Term, WallTime};
 use leasehold_election::{
     ElectionHandle, Elector, Leadership, LeaseLock, LockError, LockWatchEvent, Timings,
 };
@@ -64,12 +66,18 @@ fn timings() -> Timings {
 struct Server {
     rng: Rng,
     lease: Option<(u64, LeaseRecord)>,
+    /// The stopped-term annotation: kept by every write, gone with the
+    /// Lease, as the API server keeps metadata.
+    stopped: Option<Term>,
     rv: u64,
     watchers: Vec<(usize, mpsc::UnboundedSender<LockWatchEvent>)>,
     partitioned: [bool; CANDIDATES],
     faulty: bool,
     /// When the Lease was last created.
     created_at: Option<Instant>,
+    /// Holders overwritten by a third party, and acknowledgements written.
+    overwrites: u64,
+    acks: u64,
     /// When a third party deleted the Lease or dropped its transitions:
     /// a candidate that never saw the earlier terms may start from 0 again.
     resets: Vec<Instant>,
@@ -80,11 +88,15 @@ impl Server {
         self.lease.as_ref().map(|(rv, record)| Observed {
             resource_version: rv.to_string(),
             record: record.clone(),
+            stopped: self.stopped.clone(),
         })
     }
 
     fn store(&mut self, record: Option<LeaseRecord>) -> Option<Observed> {
         self.rv += 1;
+        if record.is_none() {
+            self.stopped = None;
+        }
         self.lease = record.map(|r| (self.rv, r));
         let event = match self.observed() {
             Some(o) => LockWatchEvent::Upsert(o),
@@ -201,6 +213,22 @@ impl LeaseLock for SimLock {
         })
     }
 
+    fn acknowledge(
+        &self,
+        resource_version: String,
+        stopped: Term,
+    ) -> BoxFuture<'static, Result<Observed, LockError>> {
+        self.run(move |s| match s.lease.clone() {
+            None => Err(LockError::NotFound),
+            Some((rv, _)) if rv.to_string() != resource_version => Err(LockError::Conflict),
+            Some((_, record)) => {
+                s.stopped = Some(stopped);
+                s.acks += 1;
+                Ok(s.store(Some(record)).expect("stored"))
+            }
+        })
+    }
+
     fn watch(
         &self,
         from: Option<String>,
@@ -303,17 +331,21 @@ fn check_safety(work: &WorkLog, server: &Shared, seed: u64) {
     }
 }
 
-async fn one_schedule(seed: u64) -> usize {
+/// Runs one schedule: (terms led, holders overwritten, acknowledgements).
+async fn one_schedule(seed: u64) -> (usize, u64, u64) {
     let mut rng = Rng(seed);
     let server: Shared = Arc::new(Mutex::new(Server {
         rng: Rng(seed ^ 0xA5A5),
         lease: None,
+        stopped: None,
         rv: 0,
         watchers: Vec::new(),
         partitioned: [false; CANDIDATES],
         faulty: true,
         resets: Vec::new(),
         created_at: None,
+        overwrites: 0,
+        acks: 0,
     }));
     let work: WorkLog = Arc::default();
     let mut handles: Vec<Option<ElectionHandle>> = (0..CANDIDATES)
@@ -382,7 +414,20 @@ async fn one_schedule(seed: u64) -> usize {
                     s.partition(c, on);
                 }
                 6 | 7 => restart = true,
-                _ => {}
+                // An admin names another holder and changes nothing else:
+                // a candidate (which may take it at once once the old
+                // leader acknowledged its stop) or a name nobody runs.
+                _ => {
+                    if let Some((_, mut r)) = s.lease.clone() {
+                        r.holder = if rng.chance(0.7) {
+                            format!("pod-{c}")
+                        } else {
+                            "not-a-candidate".into()
+                        };
+                        s.store(Some(r));
+                        s.overwrites += 1;
+                    }
+                }
             }
             restart
         };
@@ -442,6 +487,10 @@ async fn one_schedule(seed: u64) -> usize {
     assert!(terms >= 1, "seed {seed}: nobody ever led");
     let every = handles_all_stopped(&work);
     assert!(every, "seed {seed}: work still running after shutdown");
+    let (overwrites, acks) = {
+        let s = server.lock().unwrap();
+        (s.overwrites, s.acks)
+    };
     assert!(
         !matches!(
             server
@@ -455,7 +504,7 @@ async fn one_schedule(seed: u64) -> usize {
         "seed {seed}: the last leader did not release the lease at shutdown: {:?}",
         server.lock().unwrap().lease
     );
-    terms
+    (terms, overwrites, acks)
 }
 
 fn handles_all_stopped(work: &WorkLog) -> bool {
@@ -480,12 +529,20 @@ async fn the_driver_loop_keeps_work_from_overlapping_through_faults_and_edits() 
             (1..=count).collect()
         }
     };
-    let (mut schedules, mut terms) = (0, 0);
+    let (mut schedules, mut terms, mut overwrites, mut acks) = (0, 0, 0, 0);
     for seed in seeds {
-        terms += one_schedule(seed).await;
+        let (t, o, a) = one_schedule(seed).await;
+        (terms, overwrites, acks) = (terms + t, overwrites + o, acks + a);
         schedules += 1;
     }
-    println!("{schedules} schedules, {terms} terms, no overlapping work");
+    println!(
+        "{schedules} schedules, {terms} terms, {overwrites} holders overwritten, {acks} stopped terms acknowledged, no overlapping work"
+    );
+    // Overwrites must reach the acknowledgement, or its path went untested.
+    assert!(
+        schedules < 50 || acks > 0,
+        "{overwrites} overwrites and not one acknowledgement"
+    );
     // The faults must actually move leadership around, or nothing was tested.
     assert!(
         terms >= 3 * schedules,

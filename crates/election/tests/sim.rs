@@ -11,7 +11,11 @@
 //! `WatchdogFired` first). A third party edits the Lease: deletes it,
 //! clears the holder, takes it over as "intruder" (fresh times, same
 //! duration, transitions + 1), shortens its duration to 1..=ceil(D)
-//! seconds, drops its transitions. Leader-only work takes a while to stop
+//! seconds, drops its transitions, overwrites the holder with another
+//! candidate's identity or a name nobody runs (every other field kept).
+//! A leader whose term such an edit ended acknowledges its stopped work on
+//! the Lease (kept there as the API server keeps an annotation), and the
+//! candidate the record names may then take it at once. Leader-only work takes a while to stop
 //! after the step-down, and sometimes ignores cancellation: the driver
 //! aborts it after a grace of (lease_duration − renew_deadline) / 2 and
 //! reports it abandoned after another.
@@ -22,6 +26,7 @@
 //!   survives the driver's abort no longer counts (in-process code that
 //!   ignores cancellation cannot be stopped); instead its term's lease
 //!   must never be released by that instance, which is checked;
+//! - an acknowledgement is only ever written for work that has ended;
 //! - terms never go backwards: an acquiring write is above the highest
 //!   transitions its candidate has seen and above the record it replaces,
 //!   and a step-up is above every earlier one since the last third-party
@@ -173,6 +178,8 @@ fn randomized_fault_schedules_keep_safety_liveness_and_candidacy() {
             ("fencing writes of a draining candidate", stats.fences),
             ("connections cut as an acquiring write applied", stats.cuts),
             ("dropped transitions", stats.third[4]),
+            ("holders overwritten", stats.third[5]),
+            ("stopped terms acknowledged", stats.acks),
         ];
         for (what, n) in exercised {
             assert!(n > 0, "no {what} in {count} schedules");

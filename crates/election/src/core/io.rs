@@ -235,6 +235,20 @@ pub enum Request {
         /// Per-call timeout.
         timeout: Duration,
     },
+    /// Record on the Lease, as read at `resource_version` and otherwise
+    /// unchanged, that the leader-only work of `stopped` (a term of this
+    /// process) has ended: the stopped-term acknowledgement. 409 if the
+    /// Lease changed since.
+    Acknowledge {
+        /// Request id to answer with (as a write).
+        op: OpId,
+        /// The term whose work has stopped.
+        stopped: Term,
+        /// The resourceVersion the write is based on.
+        resource_version: String,
+        /// Per-call timeout.
+        timeout: Duration,
+    },
     /// (Re)start the watch, replacing any previous stream.
     StartWatch {
         /// The new stream's id.
@@ -252,9 +266,10 @@ impl Request {
     /// The request id, for requests that are answered.
     pub fn op(&self) -> Option<OpId> {
         match self {
-            Request::Get { op, .. } | Request::Create { op, .. } | Request::Update { op, .. } => {
-                Some(*op)
-            }
+            Request::Get { op, .. }
+            | Request::Create { op, .. }
+            | Request::Update { op, .. }
+            | Request::Acknowledge { op, .. } => Some(*op),
             _ => None,
         }
     }
@@ -292,6 +307,12 @@ pub enum Event {
     SlowPath,
     /// The lease was released for others to take at once.
     Released,
+    /// The Lease now records that the work of `term` (ours, lost to an
+    /// edit) has stopped, so the candidate it names may take it at once.
+    Acknowledged {
+        /// The term whose work stopped.
+        term: Term,
+    },
     /// The core has finished; no more requests or events follow.
     Stopped,
     /// Report this to the operator.

@@ -145,6 +145,8 @@ impl Core {
             }
             self.abandoned.push(term.clone());
             self.emit(Event::Warn(Warning::WorkAbandoned { term }));
+        } else {
+            self.ack_later(term);
         }
         self.phase = if self.stopping {
             Phase::Finishing

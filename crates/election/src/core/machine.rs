@@ -62,6 +62,8 @@ pub(super) enum OpKind {
     /// has stopped.
     Fence,
     Release,
+    /// The stopped-term acknowledgement of this term.
+    Acknowledge(Term),
 }
 
 #[derive(Clone, Debug)]
@@ -136,6 +138,9 @@ pub struct Core {
     pub(super) hold_back_until: Option<Instant>,
     /// Extra wait before taking a free lease (see [`Input::DeferAcquisition`]).
     pub(super) acquire_delay: Duration,
+    /// A term of ours whose work has stopped, to acknowledge on the Lease
+    /// while the record still comes from it, and the attempts left.
+    pub(super) ack_due: Option<(Term, u8)>,
 
     pub(super) events: VecDeque<Event>,
     pub(super) requests: VecDeque<Request>,
@@ -175,6 +180,7 @@ impl Core {
             release_due: false,
             hold_back_until: None,
             acquire_delay: Duration::ZERO,
+            ack_due: None,
             events: VecDeque::new(),
             requests: VecDeque::new(),
         };

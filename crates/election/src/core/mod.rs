@@ -13,6 +13,7 @@
 //! assert!(first.iter().any(|r| matches!(r, Request::Get { .. })));
 //! ```
 
+mod acknowledge;
 mod io;
 mod leading;
 mod machine;

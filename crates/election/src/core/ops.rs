@@ -19,7 +19,7 @@ impl Core {
                 self.send_get(now);
             } else if self.release_due {
                 self.release_after_resign(now, wall);
-            } else if self.hold_back_until.is_none() {
+            } else if !self.send_ack_if_due(now) && self.hold_back_until.is_none() {
                 self.try_acquire(now, wall);
             }
         }
@@ -224,6 +224,9 @@ impl Core {
             }
             // Rule: 409 means someone else wrote: re-read, no backoff.
             WriteResult::Conflict | WriteResult::NotFound => {
+                if matches!(f.kind, OpKind::Acknowledge(_)) {
+                    self.ack_attempt_failed();
+                }
                 self.read_due = true;
                 // The watch did not show that write in time; it may be a
                 // stream silently stuck behind a dead connection: renew it.
@@ -284,6 +287,13 @@ impl Core {
                     self.publish_following();
                 }
             }
+            OpKind::Acknowledge(term) => {
+                if stale {
+                    return;
+                }
+                self.observe(now, obs.clone());
+                self.on_ack_written(&term, &obs);
+            }
             OpKind::Read | OpKind::Fence => self.observe(now, obs),
         }
     }
@@ -301,6 +311,7 @@ impl Core {
                     l.unknown_renews.push((renew_time, f.sent_at));
                 }
             }
+            OpKind::Acknowledge(_) => self.ack_attempt_failed(),
             OpKind::Read => {}
         }
         // Rule: re-read only after a failure; retry with jittered backoff.

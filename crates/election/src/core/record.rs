@@ -55,6 +55,14 @@ impl LeaseRecord {
         self.transitions.unwrap_or(0).max(0)
     }
 
+    /// Whether this record carries `term`'s `acquireTime` and
+    /// `leaseTransitions`, whoever it names now (an overwritten holder
+    /// keeps them).
+    pub fn comes_from(&self, term: &Term) -> bool {
+        self.acquire_time == Some(term.acquire_time)
+            && self.transitions_or_zero() == term.transitions
+    }
+
     /// Whether this record is exactly `term` being held.
     pub fn is_term(&self, term: &Term) -> bool {
         self.holder == term.holder
@@ -86,4 +94,29 @@ pub struct Observed {
     pub resource_version: String,
     /// The election fields.
     pub record: LeaseRecord,
+    /// The term whose leader-only work its own holder declared stopped
+    /// (the Lease's stopped-term annotation), if any.
+    pub stopped: Option<Term>,
+}
+
+impl Observed {
+    /// A record with no stopped-term acknowledgement.
+    pub fn new(resource_version: impl Into<String>, record: LeaseRecord) -> Observed {
+        Observed {
+            resource_version: resource_version.into(),
+            record,
+            stopped: None,
+        }
+    }
+
+    /// Whether the record still carries the term an acknowledgement names
+    /// (its `acquireTime` and `leaseTransitions`, whatever holder it names
+    /// now): nobody works under it any more. Only the term's own leader
+    /// writes that acknowledgement, and every new term changes both
+    /// fields, so a record that came from another term never matches.
+    pub fn comes_from_stopped_term(&self) -> bool {
+        self.stopped
+            .as_ref()
+            .is_some_and(|t| self.record.comes_from(t))
+    }
 }

@@ -44,6 +44,9 @@ impl Core {
         });
         match target.cloned() {
             Some(obs) => self.send_release(now, wall, &obs),
+            // Our lost term's work has ended: say so before leaving, so the
+            // holder named now need not wait it out.
+            None if self.send_ack_if_due(now) => {}
             None => self.stop(),
         }
     }

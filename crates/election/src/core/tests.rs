@@ -28,6 +28,11 @@ enum Action {
         resource_version: String,
         timeout: Duration,
     },
+    Acknowledge {
+        op: OpId,
+        stopped: Term,
+        resource_version: String,
+    },
     StartWatch {
         watch: WatchId,
         from: Option<String>,
@@ -46,6 +51,7 @@ enum Action {
     Renewed,
     SlowPath,
     Released,
+    Acknowledged(Term),
     Stopped,
     Warn(Warning),
 }
@@ -58,6 +64,7 @@ fn from_event(e: Event) -> Action {
         Event::Renewed => Action::Renewed,
         Event::SlowPath => Action::SlowPath,
         Event::Released => Action::Released,
+        Event::Acknowledged { term } => Action::Acknowledged(term),
         Event::Stopped => Action::Stopped,
         Event::Warn(w) => Action::Warn(w),
     }
@@ -85,6 +92,16 @@ fn from_request(r: Request) -> Action {
             record,
             resource_version,
             timeout,
+        },
+        Request::Acknowledge {
+            op,
+            stopped,
+            resource_version,
+            ..
+        } => Action::Acknowledge {
+            op,
+            stopped,
+            resource_version,
         },
         Request::StartWatch { watch, from } => Action::StartWatch { watch, from },
         Request::StopWatch => Action::StopWatch,
@@ -179,9 +196,10 @@ impl H {
             .iter()
             .rev()
             .find_map(|a| match a {
-                Action::Get { op, .. } | Action::Create { op, .. } | Action::Update { op, .. } => {
-                    Some(*op)
-                }
+                Action::Get { op, .. }
+                | Action::Create { op, .. }
+                | Action::Update { op, .. }
+                | Action::Acknowledge { op, .. } => Some(*op),
                 _ => None,
             })
             .expect("a request was sent")
@@ -251,6 +269,7 @@ fn obs(rv: &str, record: LeaseRecord) -> Observed {
     Observed {
         resource_version: rv.into(),
         record,
+        stopped: None,
     }
 }
 
@@ -1268,4 +1287,176 @@ fn deferred_acquisition_waits_past_a_free_lease_and_never_delays_step_down() {
     h.feed(Input::DeferAcquisition(secs(30.0)));
     h.watch(w, WatchEvent::Upsert(obs("2", held_by("pod-b", 15, 1))));
     assert!(h.has(|a| matches!(a, Action::StepDown { .. })));
+}
+
+/// The record `term` left, with its holder overwritten to `holder`.
+fn overwritten(h: &H, term: &Term, holder: &str) -> LeaseRecord {
+    LeaseRecord {
+        holder: holder.into(),
+        ..h.core_record(term)
+    }
+}
+
+#[test]
+fn an_overwritten_leader_acknowledges_its_stop_once_its_work_has_ended() {
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    let record = overwritten(&h, &term, "pod-b");
+    h.watch(w, WatchEvent::Upsert(obs("2", record.clone())));
+    assert!(h.has(
+        |a| matches!(a, Action::StepDown { reason: StepDownReason::OtherHolder(b) } if b == "pod-b")
+    ));
+    assert!(
+        !h.has(|a| matches!(a, Action::Acknowledge { .. })),
+        "not while the work may still run: {:?}",
+        h.out
+    );
+    h.take();
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    let ack = Action::Acknowledge {
+        op: h.last_op(),
+        stopped: term.clone(),
+        resource_version: "2".into(),
+    };
+    assert!(h.has(|a| *a == ack), "{:?}", h.out);
+    let mut stored = obs("3", record);
+    stored.stopped = Some(term.clone());
+    h.write(WriteResult::Ok(stored.clone()));
+    assert!(h.has(|a| *a == Action::Acknowledged(term.clone())));
+    h.take();
+    // Written once: the record now carries it.
+    h.advance(secs(3.0));
+    assert!(
+        !h.has(|a| matches!(a, Action::Acknowledge { .. })),
+        "{:?}",
+        h.out
+    );
+}
+
+#[test]
+fn abandoned_work_or_a_record_that_moved_on_is_not_acknowledged() {
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("2", overwritten(&h, &term, "pod-b"))),
+    );
+    h.feed(Input::WorkEnded(WorkEnd::Abandoned));
+    assert!(
+        !h.has(|a| matches!(a, Action::Acknowledge { .. })),
+        "{:?}",
+        h.out
+    );
+
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("2", overwritten(&h, &term, "pod-b"))),
+    );
+    // pod-b takes it with a term of its own before our work has ended.
+    h.watch(
+        w,
+        WatchEvent::Upsert(obs("3", held_by("pod-b", 15, term.transitions + 1))),
+    );
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    assert!(
+        !h.has(|a| matches!(a, Action::Acknowledge { .. })),
+        "{:?}",
+        h.out
+    );
+}
+
+#[test]
+fn a_conflicting_acknowledgement_is_retried_on_the_fresh_record_a_few_times() {
+    let (mut h, w) = H::leading();
+    let term = h.core.term().unwrap().clone();
+    let record = overwritten(&h, &term, "pod-b");
+    h.watch(w, WatchEvent::Upsert(obs("2", record.clone())));
+    h.feed(Input::WorkEnded(WorkEnd::Stopped));
+    for attempt in 0..super::acknowledge::ATTEMPTS {
+        assert!(
+            h.has(|a| matches!(a, Action::Acknowledge { .. })),
+            "attempt {attempt}: {:?}",
+            h.out
+        );
+        h.write(WriteResult::Conflict);
+        let get = h.last_op();
+        h.take();
+        // The re-read finds the same record (someone else's label edit).
+        let rv = (10 + u32::from(attempt)).to_string();
+        h.feed(Input::ReadDone {
+            op: get,
+            result: ReadResult::Found(obs(&rv, record.clone())),
+        });
+    }
+    assert!(
+        !h.has(|a| matches!(a, Action::Acknowledge { .. })),
+        "given up after the attempts: {:?}",
+        h.out
+    );
+}
+
+#[test]
+fn the_candidate_an_acknowledged_overwrite_names_takes_over_at_once() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    let old = Term {
+        holder: "pod-z".into(),
+        acquire_time: WallTime::parse_rfc3339("2020-01-01T00:00:00Z").unwrap(),
+        transitions: 3,
+    };
+    h.read(ReadResult::Found(obs("1", held_by("pod-z", 15, 3))));
+    h.take();
+    // Named by an overwrite: still waits while pod-z's work may run.
+    h.watch(w, WatchEvent::Upsert(obs("2", held_by(ME, 15, 3))));
+    h.advance(secs(1.0));
+    assert!(h.update().is_none(), "{:?}", h.out);
+    // pod-z acknowledges: taken at once, with a term of our own.
+    let mut acked = obs("3", held_by(ME, 15, 3));
+    acked.stopped = Some(old.clone());
+    h.watch(w, WatchEvent::Upsert(acked));
+    let (record, rv) = h.update().expect("an acquiring write at once");
+    assert_eq!((record.holder.as_str(), rv.as_str()), (ME, "3"));
+    assert_eq!(record.transitions, Some(4));
+    assert_eq!(record.acquire_time, Some(h.wall));
+}
+
+#[test]
+fn an_acknowledgement_frees_only_for_the_named_candidate_or_a_cleared_holder() {
+    let old = Term {
+        holder: "pod-z".into(),
+        acquire_time: WallTime::parse_rfc3339("2020-01-01T00:00:00Z").unwrap(),
+        transitions: 3,
+    };
+    let seen = |record: LeaseRecord, stopped: Term| {
+        let mut h = H::new(true);
+        let w = h.watch_id();
+        h.watch(w, WatchEvent::Started);
+        h.read(ReadResult::Found(obs("1", held_by("pod-z", 15, 3))));
+        let mut o = obs("2", record);
+        o.stopped = Some(stopped);
+        h.take();
+        h.watch(w, WatchEvent::Upsert(o));
+        h.advance(secs(1.0));
+        h.update().is_some()
+    };
+    // Another candidate is named: it takes over, we wait.
+    assert!(!seen(held_by("pod-b", 15, 3), old.clone()));
+    // Nobody is named: anyone may.
+    assert!(seen(
+        LeaseRecord {
+            holder: String::new(),
+            ..held_by("pod-z", 15, 3)
+        },
+        old.clone()
+    ));
+    // The acknowledgement is of another term than the record comes from.
+    let earlier = Term {
+        transitions: 2,
+        ..old.clone()
+    };
+    assert!(!seen(held_by(ME, 15, 3), earlier));
+    assert!(seen(held_by(ME, 15, 3), old));
 }

@@ -7,6 +7,9 @@
 //!   at once; a holder cleared any other way is free only after the last
 //!   held record's duration from when the change was seen; a missing Lease
 //!   (deleted, or never seen) after at least our own lease duration;
+//! - a record that comes from a term its leader acknowledged as stopped
+//!   (see `acknowledge`) is free at once for the candidate it names, or
+//!   for anyone when it names nobody;
 //! - stale answers (older resourceVersions) are ignored;
 //! - the highest `leaseTransitions` ever seen is kept, so terms never go
 //!   backwards.
@@ -138,6 +141,13 @@ impl Core {
             // Cleared by someone else: wait out the last holder's duration.
             view.wait = record.duration().max(view.carry);
             view.carry = view.wait;
+        }
+        if obs.comes_from_stopped_term() && (record.is_free() || record.holder == self.id) {
+            // The leader of the term this record comes from said on the
+            // Lease that its work has ended: the candidate it names (after
+            // an overwrite), or anyone when it names nobody, may take it
+            // now, with a term of its own. Everybody else still waits.
+            view.wait = Duration::ZERO;
         }
         view.known = Known::Present(obs.clone());
         view.observed_at = now;

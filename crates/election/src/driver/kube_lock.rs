@@ -13,10 +13,10 @@ use kube::api::{Api, DynamicObject, PostParams, WatchEvent as KubeEvent, WatchPa
 
 use super::checkpoint::Checkpoints;
 use super::errors::{ApiOutcome, Endpoint, classify, code_label, explain, forbidden_message};
-use super::lease::{build_new, build_update, lease_resource, parse};
+use super::lease::{build_ack, build_new, build_update, lease_resource, parse};
 use super::lock::{LeaseLock, LockError, LockWatchEvent};
 use super::metrics::Metrics;
-use crate::core::{Failure, LeaseRecord, Observed};
+use crate::core::{Failure, LeaseRecord, Observed, Term};
 
 /// How long a 403 must last before it is explained as missing RBAC rights.
 const FORBIDDEN_LASTS: std::time::Duration = std::time::Duration::from_secs(10);
@@ -275,6 +275,27 @@ impl LeaseLock for KubeLock {
                 &resource_version,
             );
             inner.checkpoints.apply(&mut obj);
+            let result = inner
+                .api
+                .replace(&inner.lease, &PostParams::default(), &obj)
+                .await;
+            inner.answer("update", result)
+        })
+    }
+
+    fn acknowledge(
+        &self,
+        resource_version: String,
+        stopped: Term,
+    ) -> BoxFuture<'static, Result<Observed, LockError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            // The acknowledgement is based on the object read at that
+            // version; without it, a re-read decides again.
+            let Some(base) = inner.objects.at(&resource_version) else {
+                return Err(LockError::Conflict);
+            };
+            let obj = build_ack(&base, &resource_version, &stopped);
             let result = inner
                 .api
                 .replace(&inner.lease, &PostParams::default(), &obj)

@@ -1,12 +1,41 @@
 //! Mapping between a Lease object and the core's record. Reading is
 //! lenient (a malformed Lease never panics or aborts the election); writing
 //! changes only the five election fields and keeps everything else found
-//! (`strategy`, `preferredHolder`, labels, annotations…).
+//! (`strategy`, `preferredHolder`, labels, annotations…), or, for the
+//! stopped-term acknowledgement, only its annotation.
 
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Map, Value};
 
-use crate::core::{LeaseRecord, Observed, WallTime};
+use crate::core::{LeaseRecord, Observed, Term, WallTime};
+
+/// The annotation of the stopped-term acknowledgement:
+/// `<leaseTransitions>/<acquireTime>/<holder>` of the term whose work its
+/// leader declared stopped.
+pub const STOPPED_TERM_ANNOTATION: &str = "leasehold.dev/stopped-term";
+
+/// The annotation's value for `term`.
+pub(crate) fn format_term(term: &Term) -> String {
+    format!(
+        "{}/{}/{}",
+        term.transitions,
+        term.acquire_time.to_micro_time(),
+        term.holder
+    )
+}
+
+/// A term read back from the annotation; `None` when malformed.
+pub(crate) fn parse_term(text: &str) -> Option<Term> {
+    let mut parts = text.splitn(3, '/');
+    let transitions = parts.next()?.parse().ok()?;
+    let acquire_time = WallTime::parse_rfc3339(parts.next()?)?;
+    let holder = parts.next().filter(|h| !h.is_empty())?.to_string();
+    Some(Term {
+        holder,
+        acquire_time,
+        transitions,
+    })
+}
 
 /// The `coordination.k8s.io/v1` Lease resource.
 pub(crate) fn lease_resource() -> ApiResource {
@@ -62,10 +91,25 @@ pub(crate) fn parse(obj: &DynamicObject) -> (Observed, Vec<String>) {
         transitions: int("leaseTransitions", &mut notes),
     };
     let resource_version = obj.metadata.resource_version.clone().unwrap_or_default();
+    let stopped = obj
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STOPPED_TERM_ANNOTATION))
+        .and_then(|v| {
+            let t = parse_term(v);
+            if t.is_none() {
+                notes.push(format!(
+                    "annotation {STOPPED_TERM_ANNOTATION} is malformed: {v:?}"
+                ));
+            }
+            t
+        });
     (
         Observed {
             resource_version,
             record,
+            stopped,
         },
         notes,
     )
@@ -136,6 +180,19 @@ pub(crate) fn build_update(
     if let Some(spec) = spec.as_object_mut() {
         put(spec, record);
     }
+    obj.metadata.resource_version = Some(rv.to_string());
+    obj.metadata.managed_fields = None;
+    obj
+}
+
+/// `base` (the Lease as read at `rv`) with the stopped-term
+/// acknowledgement of `term` and nothing else changed.
+pub(crate) fn build_ack(base: &DynamicObject, rv: &str, term: &Term) -> DynamicObject {
+    let mut obj = base.clone();
+    obj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(STOPPED_TERM_ANNOTATION.to_string(), format_term(term));
     obj.metadata.resource_version = Some(rv.to_string());
     obj.metadata.managed_fields = None;
     obj
@@ -215,5 +272,39 @@ mod tests {
         assert_eq!(spec["acquireTime"], "2023-11-14T22:13:20.000000Z");
         assert_eq!(spec["leaseTransitions"], 4);
         assert_eq!(parse(&o).0.record, record);
+    }
+
+    #[test]
+    fn the_acknowledgement_names_a_term_and_changes_nothing_else() {
+        let base = obj(serde_json::json!({
+            "holderIdentity": "pod-b", "leaseDurationSeconds": 15,
+            "acquireTime": "2024-05-01T10:00:00.000000Z", "leaseTransitions": 3,
+        }));
+        let term = Term {
+            holder: "pod-a/x".into(),
+            acquire_time: WallTime::parse_rfc3339("2024-05-01T10:00:00.000000Z").unwrap(),
+            transitions: 3,
+        };
+        let o = build_ack(&base, "12", &term);
+        assert_eq!(o.data, base.data, "the record stays as read");
+        assert_eq!(
+            o.metadata.annotations.as_ref().unwrap()[STOPPED_TERM_ANNOTATION],
+            "3/2024-05-01T10:00:00.000000Z/pod-a/x"
+        );
+        let (seen, notes) = parse(&o);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(seen.stopped.as_ref(), Some(&term));
+        assert!(
+            seen.comes_from_stopped_term(),
+            "holder overwritten, term kept"
+        );
+        for bad in [
+            "",
+            "x/y/z",
+            "3/not-a-time/a",
+            "3/2024-05-01T10:00:00.000000Z/",
+        ] {
+            assert_eq!(parse_term(bad), None, "{bad}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
-use crate::core::{Failure, LeaseRecord, Observed};
+use crate::core::{Failure, LeaseRecord, Observed, Term};
 
 /// Why a lock operation failed, as far as the election cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +52,15 @@ pub trait LeaseLock: Send + Sync + 'static {
         &self,
         resource_version: String,
         record: LeaseRecord,
+    ) -> BoxFuture<'static, Result<Observed, LockError>>;
+    /// Records on the Lease as read at exactly `resource_version`, record
+    /// unchanged, that the work of `stopped` has ended (the stopped-term
+    /// acknowledgement), failing with [`LockError::Conflict`] if it
+    /// changed since.
+    fn acknowledge(
+        &self,
+        resource_version: String,
+        stopped: Term,
     ) -> BoxFuture<'static, Result<Observed, LockError>>;
     /// Watches the Lease after `from` (or from its current state). The
     /// stream ends when the server ends it.

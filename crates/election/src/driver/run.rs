@@ -193,6 +193,11 @@ impl Run {
             }
             Event::SlowPath => self.d.settings.metrics.slow_path(&self.d.settings.lease),
             Event::Released => tracing::info!(lease = %self.label(), "released the lease"),
+            Event::Acknowledged { term } => tracing::info!(
+                lease = %self.label(),
+                term = term.transitions,
+                "recorded on the lease that the work of our lost term has stopped: the holder it names may take it at once"
+            ),
             Event::Stopped => self.publish(Leadership::Stopped, None),
             Event::Warn(w) => self.warn(w),
         }
@@ -377,6 +382,15 @@ impl Run {
                 timeout,
             } => {
                 let fut = self.d.lock.update(resource_version, record);
+                self.spawn_request(op, timeout, false, fut);
+            }
+            Request::Acknowledge {
+                op,
+                stopped,
+                resource_version,
+                timeout,
+            } => {
+                let fut = self.d.lock.acknowledge(resource_version, stopped);
                 self.spawn_request(op, timeout, false, fut);
             }
             Request::StartWatch { watch, from } => self.start_watch(watch, from),

@@ -161,6 +161,8 @@ pub enum Req {
     Get(OpId),
     Create(OpId, LeaseRecord),
     Update(OpId, LeaseRecord, String),
+    /// The stopped-term acknowledgement, based on that resourceVersion.
+    Ack(OpId, Term, String),
     Watch(WatchId, Option<String>),
 }
 
@@ -203,6 +205,12 @@ pub enum ThirdParty {
     },
     /// `leaseTransitions` removed.
     DropTransitions,
+    /// `holderIdentity` set to another candidate's identity (or, without
+    /// `to_candidate`, a name nobody runs), every other field kept: an
+    /// admin's overwrite.
+    Overwrite {
+        to_candidate: bool,
+    },
 }
 
 #[derive(Debug)]

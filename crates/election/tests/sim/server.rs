@@ -17,12 +17,18 @@ pub struct Watcher {
     pub closed: bool,
 }
 
+/// A state of the Lease: its record and its stopped-term annotation.
+pub type Stored = (LeaseRecord, Option<Term>);
+
 #[derive(Default)]
 pub struct Server {
     pub lease: Option<(u64, LeaseRecord)>,
+    /// The stopped-term annotation: kept by every write, gone with the
+    /// Lease, as the API server keeps metadata.
+    pub stopped: Option<Term>,
     pub rv: u64,
     /// The last changes: `None` is a deletion.
-    pub history: VecDeque<(u64, Option<LeaseRecord>)>,
+    pub history: VecDeque<(u64, Option<Stored>)>,
     /// Every record ever stored, by resourceVersion (for the checks).
     pub records: BTreeMap<u64, LeaseRecord>,
     pub watchers: Vec<Watcher>,
@@ -33,6 +39,7 @@ impl Server {
         self.lease.as_ref().map(|(rv, record)| Observed {
             resource_version: rv.to_string(),
             record: record.clone(),
+            stopped: self.stopped.clone(),
         })
     }
 
@@ -45,11 +52,15 @@ impl Server {
     pub fn store(&mut self, record: Option<LeaseRecord>) -> u64 {
         self.rv += 1;
         let rv = self.rv;
+        if record.is_none() {
+            self.stopped = None;
+        }
         self.lease = record.clone().map(|r| (rv, r));
         if let Some(r) = &record {
             self.records.insert(rv, r.clone());
         }
-        self.history.push_back((rv, record));
+        let stopped = self.stopped.clone();
+        self.history.push_back((rv, record.map(|r| (r, stopped))));
         if self.history.len() > HISTORY {
             self.history.pop_front();
         }
@@ -76,9 +87,10 @@ impl Server {
                 .iter()
                 .filter(|(r, _)| *r > rv)
                 .map(|(r, rec)| match rec {
-                    Some(record) => WatchEvent::Upsert(Observed {
+                    Some((record, stopped)) => WatchEvent::Upsert(Observed {
                         resource_version: r.to_string(),
                         record: record.clone(),
+                        stopped: stopped.clone(),
                     }),
                     None => WatchEvent::Deleted,
                 })

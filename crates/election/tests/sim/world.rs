@@ -95,7 +95,9 @@ pub struct Stats {
     pub relead: u64,
     pub rejoins: u64,
     /// Applied: delete, clear, intruder, shorten, drop transitions.
-    pub third: [u64; 5],
+    pub third: [u64; 6],
+    /// Stopped terms acknowledged on the Lease.
+    pub acks: u64,
     pub shorten_skipped: u64,
     /// Shortened below what the work needs to stop (the holder's renew
     /// or fence must get through).
@@ -126,13 +128,14 @@ impl Stats {
         self.mid_acquire += o.mid_acquire;
         self.cuts += o.cuts;
         self.release_checks += o.release_checks;
+        self.acks += o.acks;
     }
 
     /// The counts, without the trace hash.
     pub fn summary(&self) -> String {
         let t = &self.third;
         format!(
-            "{} step-ups; {} stalls ({} watchdog firings); {} works abandoned, {} terms led again after, {} rejoin phases; third-party edits applied: {} deletes ({} skipped), {} clears, {} intruders, {} shortened durations ({} below the work's stop time, {} skipped), {} dropped transitions; {} fencing writes; {} shutdowns right after an acquire ({} connections cut); {} stops checked against the Lease",
+            "{} step-ups; {} stalls ({} watchdog firings); {} works abandoned, {} terms led again after, {} rejoin phases; third-party edits applied: {} deletes ({} skipped), {} clears, {} intruders, {} shortened durations ({} below the work's stop time, {} skipped), {} dropped transitions, {} holders overwritten; {} stopped terms acknowledged; {} fencing writes; {} shutdowns right after an acquire ({} connections cut); {} stops checked against the Lease",
             self.step_ups,
             self.stalls,
             self.watchdogs,
@@ -147,6 +150,8 @@ impl Stats {
             self.shorten_short,
             self.shorten_skipped,
             t[4],
+            t[5],
+            self.acks,
             self.fences,
             self.mid_acquire,
             self.cuts,
@@ -292,14 +297,17 @@ impl Sim {
         }
         for _ in 0..sim.p.third_party {
             let at = sim.rng.range(0, sim.p.fault_end);
-            let t = match sim.rng.range(0, 6) {
+            let t = match sim.rng.range(0, 8) {
                 0 => ThirdParty::Delete,
                 1 => ThirdParty::ClearHolder,
                 2 => ThirdParty::Intruder,
                 3 | 4 => ThirdParty::Shorten {
                     cut: sim.rng.chance(0.5),
                 },
-                _ => ThirdParty::DropTransitions,
+                5 => ThirdParty::DropTransitions,
+                _ => ThirdParty::Overwrite {
+                    to_candidate: sim.rng.chance(0.75),
+                },
             };
             sim.push(at, Ev::Third(t));
         }
@@ -747,6 +755,24 @@ impl Sim {
                 }
                 self.send(c, inst, Req::Update(op, record, resource_version));
             }
+            Request::Acknowledge {
+                op,
+                stopped,
+                resource_version,
+                ..
+            } => {
+                // Only work that has ended may be acknowledged.
+                if self.cands[c]
+                    .works
+                    .iter()
+                    .any(|w| w.term == stopped && w.counts)
+                {
+                    self.fail(&format!(
+                        "ACK: candidate {c} acknowledges term {stopped:?} while its work still runs"
+                    ));
+                }
+                self.send(c, inst, Req::Ack(op, stopped, resource_version));
+            }
             Request::StartWatch { watch, from } => {
                 self.cands[c].cur_watch = Some(watch);
                 self.server.watchers.retain(|w| w.cand != c);
@@ -897,7 +923,9 @@ impl Sim {
                 };
                 self.reply(c, inst, Input::ReadDone { op, result });
             }
-            Req::Create(op, _) | Req::Update(op, _, _) if forbidden || flaky => {
+            Req::Create(op, _) | Req::Update(op, _, _) | Req::Ack(op, _, _)
+                if forbidden || flaky =>
+            {
                 let f = if forbidden {
                     Failure::Forbidden
                 } else {
@@ -929,6 +957,18 @@ impl Sim {
                             return;
                         }
                         WriteResult::Ok(self.apply(record))
+                    }
+                };
+                self.write_reply(c, inst, op, result);
+            }
+            Req::Ack(op, term, rv) => {
+                let result = match self.server.lease.clone() {
+                    None => WriteResult::NotFound,
+                    Some((cur, _)) if cur.to_string() != rv => WriteResult::Conflict,
+                    Some((_, old)) => {
+                        self.server.stopped = Some(term);
+                        self.stats.acks += 1;
+                        WriteResult::Ok(self.apply(old))
                     }
                 };
                 self.write_reply(c, inst, op, result);
@@ -985,6 +1025,7 @@ impl Sim {
         let obs = Observed {
             resource_version: rv.to_string(),
             record,
+            stopped: self.server.stopped.clone(),
         };
         self.broadcast(WatchEvent::Upsert(obs.clone()));
         obs
@@ -1289,6 +1330,32 @@ impl Sim {
                 };
                 self.apply(r);
                 self.stats.third[2] += 1;
+            }
+            ThirdParty::Overwrite { to_candidate } => {
+                let mut r = rec;
+                // Someone else than the holder, and than whoever wrote the
+                // term the record carries: naming that writer again would
+                // restore its record, not overwrite it.
+                let others: Vec<String> = self
+                    .cands
+                    .iter()
+                    .filter(|cand| {
+                        cand.identity != r.holder
+                            && !cand.written.iter().any(|w| r.comes_from(&w.term))
+                    })
+                    .map(|cand| cand.identity.clone())
+                    .collect();
+                r.holder = match (to_candidate, others.is_empty()) {
+                    (true, false) => {
+                        others[self.rng.range(0, others.len() as u64) as usize].clone()
+                    }
+                    _ => "not-a-candidate".into(),
+                };
+                if r.is_release_shape() {
+                    return;
+                }
+                self.apply(r);
+                self.stats.third[5] += 1;
             }
             ThirdParty::Shorten { cut } => self.shorten(rec, cut),
             ThirdParty::DropTransitions => {

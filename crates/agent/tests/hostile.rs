@@ -150,6 +150,18 @@ enum Edit {
     ClearHolder,
     /// Merge patch naming someone who is not a candidate.
     Intruder,
+    /// Merge patch naming another candidate.
+    Candidate,
+}
+
+impl Edit {
+    /// Whether the old leader's stopped-term acknowledgement lets the
+    /// Lease be taken at once: by the candidate the record names, or by
+    /// anyone when it names nobody. After a delete, or for a holder nobody
+    /// runs, the previous record's duration is waited out.
+    fn taken_at_once(self) -> bool {
+        matches!(self, Edit::ClearHolder | Edit::Candidate)
+    }
 }
 
 impl Hostile {
@@ -334,9 +346,12 @@ impl Hostile {
 
     /// The admin takes the Lease away from a settled leader. The leader
     /// must stop its work at once (within its next renew and the command's
-    /// grace), and no new term may start before the previous record's
-    /// duration has passed since the edit: only a release frees a Lease at
-    /// once.
+    /// grace). After a delete or an overwrite to a name nobody runs, no
+    /// new term may start before the previous record's duration has passed
+    /// since the edit; after a cleared holder or an overwrite to another
+    /// candidate, the old leader acknowledges its stopped work on the
+    /// Lease, and a new term (the named candidate's) must start before
+    /// that duration could have passed, its work after the old term's.
     async fn edit(&mut self, scenario: &str, edit: Edit) -> Result<()> {
         let (_, old_id, old_term) = self.settled_leader().await?;
         self.work
@@ -351,10 +366,15 @@ impl Hostile {
             .map(|l| LeaseView::of(&l))
             .ok_or_else(|| anyhow!("no lease while a candidate leads"))?;
         let duration = i64::from(record.duration_seconds.unwrap_or(0)) * 1_000_000;
+        let named = (0..self.fleet.len())
+            .map(|i| self.fleet.identity(i).to_string())
+            .find(|id| *id != old_id)
+            .context("a second candidate")?;
         let at = match edit {
             Edit::Delete => self.lease.delete().await?,
             Edit::ClearHolder => self.lease.clear_holder().await?,
             Edit::Intruder => self.lease.overwrite_holder("intruder").await?,
+            Edit::Candidate => self.lease.overwrite_holder(&named).await?,
         };
         eprintln!(
             "[{scenario}] {edit:?} at {} while {old_id} leads term {old_term} (record duration {} s)",
@@ -368,7 +388,42 @@ impl Hostile {
             })
             .await?;
         let started = report.micros().unwrap_or(at);
-        if started < at + duration - CLOCK_SLACK_US {
+        let new_id = self.fleet.identity(idx).to_string();
+        eprintln!(
+            "[{scenario}] {new_id} leads term {:?} {:.1} ms after the {edit:?}",
+            report.term,
+            ms(started - at)
+        );
+        if edit.taken_at_once() {
+            // Judged from the work: the new term's first sample.
+            let first = self
+                .work
+                .wait_for_sample(EXIT, "from the new term's work", |s| {
+                    s.identity == new_id && Some(s.term) == report.term
+                })
+                .await?;
+            eprintln!(
+                "[{scenario}] its work's first sample {:.1} ms after the {edit:?}",
+                ms(first.at - at)
+            );
+            if first.at >= at + duration {
+                self.finding(
+                    scenario,
+                    format!(
+                        "{new_id}'s work of term {:?} began {:.1} ms after the {edit:?}: the previous record's {} s were waited out although its leader's work had stopped",
+                        report.term,
+                        ms(first.at - at),
+                        duration / 1_000_000
+                    ),
+                );
+            }
+            if matches!(edit, Edit::Candidate) && new_id != named {
+                self.finding(
+                    scenario,
+                    format!("{new_id} took the Lease the admin gave to {named}"),
+                );
+            }
+        } else if started < at + duration - CLOCK_SLACK_US {
             self.finding(
                 scenario,
                 format!(
@@ -597,6 +652,86 @@ async fn admin_overwriting_the_holder_never_makes_two_leaders() -> Result<()> {
     )
     .await?;
     h.edit("intruder", Edit::Intruder).await?;
+    h.finish(true).await
+}
+
+/// A fresh install: the manifests and the chart create the Lease with no
+/// holder, which no term ever came from, so the first candidate leads at
+/// once. Without it, the candidates create the Lease only once it has been
+/// missing for a lease duration (it may have been deleted under a live
+/// leader whose work still runs): the safe wait, measured too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_the_manifests_created_empty_is_led_at_once() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let t = SMALL;
+    for (scenario, created) in [("cold-empty", true), ("cold-absent", false)] {
+        let ns = plane.namespace(scenario).await?;
+        let lease = LeaseAdmin::new(plane.admin_client().await?, ns.name(), LEASE);
+        if created {
+            lease.create_empty().await?;
+        }
+        let work = WorkLog::new()?;
+        let mut fleet = Fleet::new();
+        let at = now_micros();
+        for i in 0..3 {
+            let identity = format!("{scenario}-{i}");
+            fleet.spawn(Spec {
+                kind: Kind::Leasehold,
+                program: leasehold(),
+                lease: LEASE.into(),
+                namespace: ns.name().into(),
+                extra: work.command(&identity),
+                identity,
+                kubeconfig: plane.agent_kubeconfig(u32::try_from(i).unwrap_or(0) + 1),
+                timings: t.args(),
+            })?;
+        }
+        let first = work
+            .wait_for_sample(t.takeover() + EXIT, "from the first leader", |_| true)
+            .await?;
+        let gap = first.at - at;
+        eprintln!(
+            "[{scenario}] first work sample {:.1} ms after the candidates started (lease {:?})",
+            ms(gap),
+            t.lease
+        );
+        if created {
+            assert!(
+                gap < us(t.lease),
+                "[{scenario}] the empty Lease was led only {:.1} ms after the start: a lease duration was waited out",
+                ms(gap)
+            );
+        } else {
+            assert!(
+                gap >= us(t.lease),
+                "[{scenario}] a missing Lease was created {:.1} ms after the start, before a lease duration",
+                ms(gap)
+            );
+        }
+        fleet.shutdown(EXIT).await?;
+        assert!(work.overlaps()?.is_empty(), "{:?}", work.overlaps()?);
+    }
+    Ok(())
+}
+
+/// The bug report's own edit: the admin names another candidate. The old
+/// leader stops, says so on the Lease, and the named candidate leads at
+/// once, its work after the old leader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_naming_another_candidate_hands_over_at_once_without_overlap() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut h = Hostile::start(
+        plane,
+        "named",
+        3,
+        SMALL,
+        Sampler::Direct,
+        Credentials::Agents,
+    )
+    .await?;
+    for round in 1..=3 {
+        h.edit(&format!("named {round}/3"), Edit::Candidate).await?;
+    }
     h.finish(true).await
 }
 

@@ -44,6 +44,22 @@ impl LeaseAdmin {
             .with_context(|| format!("reading lease {}/{}", self.namespace, self.name))
     }
 
+    /// Creates the Lease with no holder, as the shipped manifests and
+    /// chart do; returns the wall time (µs) just before.
+    pub async fn create_empty(&self) -> Result<i64> {
+        let at = now_micros();
+        let lease: Lease = serde_json::from_value(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {},
+        }))?;
+        self.api()
+            .create(&Default::default(), &lease)
+            .await
+            .with_context(|| format!("creating lease {}/{}", self.namespace, self.name))?;
+        Ok(at)
+    }
+
     /// `kubectl delete lease`; returns the wall time (µs) just before.
     pub async fn delete(&self) -> Result<i64> {
         let at = now_micros();

@@ -238,14 +238,28 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
         plane,
         &kustomize(plane, "deploy/kubernetes/overlays/example")?,
     )?;
+    let lease = "leasehold-cluster-leader-observability";
     assert_eq!(
         find(&overlay, "Role")?["rules"][0]["resourceNames"][0],
-        "observability-leader"
+        lease
     );
     let policy = find(&overlay, "ConfigMap")?["data"]["leasehold.yml"]
         .as_str()
         .context("policy")?;
-    assert!(policy.contains("leader_lease: observability-leader"));
+    assert!(policy.contains(&format!("leader_lease: {lease}")));
+    // Each install creates its Lease with no holder, so its first agent
+    // leads at once.
+    for (objs, name) in [
+        (&overlay, lease),
+        (&base, "leasehold-cluster-leader"),
+    ] {
+        let l = find(objs, "Lease")?;
+        assert_eq!(l["metadata"]["name"], name);
+        assert!(
+            l["spec"].as_object().is_none_or(|s| s.is_empty()),
+            "{l}"
+        );
+    }
 
     // `--strict`: warnings fail too.
     let lint = helm(plane, &["lint", "--strict", &chart()])?;
@@ -258,6 +272,11 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
         find(&objs, "Role")?["rules"][0]["resourceNames"][0],
         "dry-leasehold-leader",
         "the Lease is derived from the release name"
+    );
+    assert_eq!(
+        find(&objs, "Lease")?["metadata"]["name"],
+        "dry-leasehold-leader",
+        "the chart creates the Lease its Role names"
     );
     // Another release gets another Lease.
     let other = helm(plane, &["template", "other", &chart(), "-n", "helm-dry"])?;

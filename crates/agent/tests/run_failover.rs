@@ -129,6 +129,57 @@ async fn an_overwritten_holder_stops_the_old_leader_at_once() -> Result<()> {
     Ok(())
 }
 
+/// The bug report's edit: an admin names another agent. The old leader
+/// stops its gated input, records on the Lease that it did, and the named
+/// agent's gated events follow at once instead of a lease duration later,
+/// never overlapping the old leader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_naming_another_agent_hands_over_at_once() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let mut c = Cluster::start(plane, "run-named", 3, None).await?;
+    let t0 = now_us();
+    let leader = c.current_leader()?;
+    let named = format!("agent-{}", (Cluster::index(&leader) + 1) % 3 + 1);
+    let before = now_us();
+    c.lease.overwrite_holder(&named).await?;
+    let (next, first_new) = wait_gated_from(
+        &c.dirs(),
+        &[&leader],
+        before,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    let evs = c.events()?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let term = rs
+        .iter()
+        .filter(|r| r.agent == leader && r.first < before)
+        .map(|r| r.term)
+        .max()
+        .context("old term")?;
+    let last_old = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    println!(
+        "overwrite to {named}: old leader's last gated event {:.1} ms, {next}'s first {:.1} ms after the overwrite",
+        (last_old - before) as f64 / 1000.0,
+        (first_new - before) as f64 / 1000.0
+    );
+    assert_eq!(next, named, "the agent the admin named leads");
+    // Waiting out the record would put the first event a lease duration
+    // after the overwrite.
+    assert!(
+        first_new - before < Duration::from_secs(LEASE_S).as_micros() as i64,
+        "{next}'s gated events resumed {} ms after the overwrite",
+        (first_new - before) / 1000
+    );
+    assert!(
+        first_new > last_old,
+        "the new term's events follow the old's"
+    );
+    c.check(t0)?;
+    c.lead_again(&leader)?;
+    c.check(t0)?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_rolebinding_steps_the_leader_down_and_restored_it_leads_again() -> Result<()> {
     let plane = ControlPlane::shared();

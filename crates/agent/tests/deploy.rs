@@ -249,16 +249,10 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
     assert!(policy.contains(&format!("leader_lease: {lease}")));
     // Each install creates its Lease with no holder, so its first agent
     // leads at once.
-    for (objs, name) in [
-        (&overlay, lease),
-        (&base, "leasehold-cluster-leader"),
-    ] {
+    for (objs, name) in [(&overlay, lease), (&base, "leasehold-cluster-leader")] {
         let l = find(objs, "Lease")?;
         assert_eq!(l["metadata"]["name"], name);
-        assert!(
-            l["spec"].as_object().is_none_or(|s| s.is_empty()),
-            "{l}"
-        );
+        assert!(l["spec"].as_object().is_none_or(|s| s.is_empty()), "{l}");
     }
 
     // `--strict`: warnings fail too.

@@ -1226,6 +1226,15 @@ fn talker(namespace: &str, pod: &str, containers: &[&str]) -> Value {
     })
 }
 
+/// The real node, the namespace `ns` whose pods the agent may read, and a
+/// directory for the test's policy and output.
+fn provider_node(ns: &str) -> Result<(&'static ControlPlane, Node, tempfile::TempDir)> {
+    let plane = ControlPlane::shared();
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    node.kubectl(&["apply", "-f", "-"], Some(&pod_reader(ns).to_string()))?;
+    Ok((plane, node, tempfile::tempdir()?))
+}
+
 /// A namespace whose pods the agent may get, list and watch, and no more
 /// (least privilege).
 fn pod_reader(ns: &str) -> Value {
@@ -1251,11 +1260,8 @@ fn pod_reader(ns: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_logs_on_a_real_node_become_one_input_per_container() -> Result<()> {
     let _one = NODE.lock().await;
-    let plane = ControlPlane::shared();
-    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
     let ns = "provider-logs";
-    node.kubectl(&["apply", "-f", "-"], Some(&pod_reader(ns).to_string()))?;
-    let dir = tempfile::tempdir()?;
+    let (plane, node, dir) = provider_node(ns)?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
     std::fs::write(
@@ -1480,11 +1486,8 @@ inputs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beats_hints_on_a_real_node_build_log_and_metrics_inputs() -> Result<()> {
     let _one = NODE.lock().await;
-    let plane = ControlPlane::shared();
-    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
     let ns = "provider-beats-hints";
-    node.kubectl(&["apply", "-f", "-"], Some(&pod_reader(ns).to_string()))?;
-    let dir = tempfile::tempdir()?;
+    let (plane, node, dir) = provider_node(ns)?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
     // Elastic's `container_logs` hints template, with its keys.

@@ -106,15 +106,7 @@ async fn an_overwritten_holder_stops_the_old_leader_at_once() -> Result<()> {
         after + 300_000,
         Duration::from_secs(2 * LEASE_S + RETRY_S) + MARGIN,
     )?;
-    let evs = c.events()?;
-    let rs = check_one_at_a_time(&evs, "gated")?;
-    let term = rs
-        .iter()
-        .filter(|r| r.agent == leader && r.first < before)
-        .map(|r| r.term)
-        .max()
-        .context("old term")?;
-    let last = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    let last = last_gated_before(&c.events()?, &leader, before)?;
     let stop_ms = (last - after) as f64 / 1000.0;
     println!(
         "overwrite: old leader's last gated event {stop_ms:.1} ms after the overwrite returned; next leader {next}"
@@ -148,15 +140,7 @@ async fn an_overwrite_naming_another_agent_hands_over_at_once() -> Result<()> {
         before,
         Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
     )?;
-    let evs = c.events()?;
-    let rs = check_one_at_a_time(&evs, "gated")?;
-    let term = rs
-        .iter()
-        .filter(|r| r.agent == leader && r.first < before)
-        .map(|r| r.term)
-        .max()
-        .context("old term")?;
-    let last_old = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    let last_old = last_gated_before(&c.events()?, &leader, before)?;
     println!(
         "overwrite to {named}: old leader's last gated event {:.1} ms, {next}'s first {:.1} ms after the overwrite",
         (last_old - before) as f64 / 1000.0,
@@ -195,15 +179,7 @@ async fn a_deleted_rolebinding_steps_the_leader_down_and_restored_it_leads_again
         revoked,
         Duration::from_secs(LEASE_S + RENEW_S + RETRY_S) + MARGIN,
     )?;
-    let evs = c.events()?;
-    let rs = check_one_at_a_time(&evs, "gated")?;
-    let term = rs
-        .iter()
-        .filter(|r| r.agent == leader && r.first < revoked)
-        .map(|r| r.term)
-        .max()
-        .context("old term")?;
-    let last = last_gated_of(&evs, &leader, term).context("old leader's events")?;
+    let last = last_gated_before(&c.events()?, &leader, revoked)?;
     // It stops at the renew deadline at the latest.
     assert!(
         last <= revoked + (RENEW_S * 1_000_000) as i64 + MARGIN.as_micros() as i64 / 3,

@@ -187,6 +187,19 @@ pub fn last_gated_of(evs: &[Ev], agent: &str, term: i64) -> Option<i64> {
         .max()
 }
 
+/// The last gated event of the term `agent` led when `before` came (its
+/// newest term begun before then), judged one term at a time.
+pub fn last_gated_before(evs: &[Ev], agent: &str, before: i64) -> Result<i64> {
+    let rs = check_one_at_a_time(evs, "gated")?;
+    let term = rs
+        .iter()
+        .filter(|r| r.agent == agent && r.first < before)
+        .map(|r| r.term)
+        .max()
+        .context("old term")?;
+    last_gated_of(evs, agent, term).context("old leader's events")
+}
+
 pub fn term_of(rs: &[Range], agent: &str) -> Result<i64> {
     rs.iter()
         .rev()

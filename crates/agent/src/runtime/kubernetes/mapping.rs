@@ -478,6 +478,17 @@ mod tests {
         serde_json::to_value(v).unwrap()
     }
 
+    fn hints_on(default_container_logs: bool) -> ProviderSettings {
+        ProviderSettings {
+            hints: super::super::hints::HintSettings {
+                enabled: true,
+                default_container_logs,
+                ..Default::default()
+            },
+            ..ProviderSettings::default()
+        }
+    }
+
     #[test]
     fn with_hints_on_mappings_publish_hints_and_keep_their_fields() {
         let mut p = pod();
@@ -495,13 +506,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let s = ProviderSettings {
-            hints: super::super::hints::HintSettings {
-                enabled: true,
-                ..Default::default()
-            },
-            ..ProviderSettings::default()
-        };
+        let s = hints_on(true);
         let m = pod_mappings(&p, &s, Related::default());
         let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
         // No Pod-level package: the Pod publishes nothing; `setup` has no
@@ -538,14 +543,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-        let s = ProviderSettings {
-            hints: super::super::hints::HintSettings {
-                enabled: true,
-                default_container_logs: false,
-                ..Default::default()
-            },
-            ..ProviderSettings::default()
-        };
+        let s = hints_on(false);
         let m = pod_mappings(&p, &s, Related::default());
         let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
         // `setup` has neither a package nor default logs, but the Pod's

@@ -31,9 +31,9 @@ impl Core {
         self.ack_due = Some((term, ATTEMPTS));
     }
 
-    /// The record to acknowledge on now, if any; forgets an
-    /// acknowledgement that is no longer called for.
-    pub(super) fn ack_target(&mut self) -> Option<Observed> {
+    /// The term to acknowledge and the record to write it on now, if
+    /// any; forgets an acknowledgement that is no longer called for.
+    fn ack_target(&mut self) -> Option<(Term, Observed)> {
         let (term, _) = self.ack_due.as_ref()?;
         let target = match &self.view.known {
             Known::Present(obs)
@@ -43,7 +43,7 @@ impl Core {
                     && obs.stopped.as_ref() != Some(term)
                     && !self.abandoned.contains(term) =>
             {
-                Some(obs.clone())
+                Some((term.clone(), obs.clone()))
             }
             Known::Unknown => return None,
             _ => None,
@@ -56,10 +56,7 @@ impl Core {
 
     /// Sends the acknowledgement if one is called for; returns whether it did.
     pub(super) fn send_ack_if_due(&mut self, now: Instant) -> bool {
-        let Some(obs) = self.ack_target() else {
-            return false;
-        };
-        let Some((term, _)) = self.ack_due.clone() else {
+        let Some((term, obs)) = self.ack_target() else {
             return false;
         };
         let op = self.new_op(now, OpKind::Acknowledge(term.clone()));

@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 
 use leasehold_policy::{Map, Value};
 
-use super::hints::{collect, processors, put};
+use super::hints::{collect, fill, processors, put};
 
 /// The container the inputs are built for.
 #[derive(Debug, Clone, Copy)]
@@ -550,16 +550,7 @@ impl<'a> Data<'a> {
     /// reads. `None` when one does not resolve to text, or the result is
     /// empty.
     fn resolve(&self, value: &str, port: Option<&str>) -> Option<String> {
-        let mut out = String::new();
-        let mut rest = value;
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let end = rest[start..].find('}')? + start;
-            out.push_str(&self.lookup(&rest[start + 2..end], port)?);
-            rest = &rest[end + 1..];
-        }
-        out.push_str(rest);
-        (!out.is_empty()).then_some(out)
+        fill(value, |name| self.lookup(name, port))
     }
 
     fn lookup(&self, name: &str, port: Option<&str>) -> Option<String> {
@@ -583,15 +574,9 @@ impl<'a> Data<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hints::annotations;
     use super::*;
     use serde_json::json;
-
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn meta() -> Value {
         Value::from_json(&json!({

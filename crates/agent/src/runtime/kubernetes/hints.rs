@@ -171,17 +171,25 @@ pub(super) fn collect(
 /// `${kubernetes.<path>}` references in `value` replaced from `meta`;
 /// `None` when one does not resolve to text, or the value is empty.
 fn resolve(value: &str, meta: &Value) -> Option<String> {
+    fill(value, |name| {
+        let path = name.strip_prefix("kubernetes.").unwrap_or(name);
+        match meta.lookup_path(path)? {
+            Value::Str(t) => Some(t.clone()),
+            _ => None,
+        }
+    })
+}
+
+/// `value` with every `${<name>}` replaced by `lookup(name)`: how a hint's
+/// value reads variables. `None` when a reference is unclosed or does not
+/// resolve, or the result is empty (a hint left out, as Elastic leaves it).
+pub(super) fn fill(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
     let mut out = String::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let end = rest[start..].find('}')? + start;
-        let path = &rest[start + 2..end];
-        let path = path.strip_prefix("kubernetes.").unwrap_or(path);
-        match meta.lookup_path(path)? {
-            Value::Str(t) => out.push_str(t),
-            _ => return None,
-        }
+        out.push_str(&lookup(&rest[start + 2..end])?);
         rest = &rest[end + 1..];
     }
     out.push_str(rest);
@@ -238,17 +246,19 @@ pub(super) fn put(m: &mut Map, path: &str, value: Value) {
     }
 }
 
+/// Annotations from pairs, for tests of what reads them.
+#[cfg(test)]
+pub(super) fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn meta() -> Value {
         Value::from_json(

@@ -135,11 +135,12 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         }
         let mut cvars = vars.clone();
         cvars.insert("container", Value::Map(c));
+        let cvars = Value::Map(cvars);
         let (cvars, processors, beats) = if s.hints.enabled {
             let beats = beats_hinted(
                 &s.hints.prefix,
                 all_annotations,
-                &Value::Map(cvars.clone()),
+                &cvars,
                 &pod_ports,
                 Container {
                     name,
@@ -147,22 +148,18 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
                     ports: &kc.ports,
                 },
             );
-            let (mut hvars, processors) = match hinted(
-                &s.hints,
-                all_annotations,
-                &Value::Map(cvars),
-                Some((name, id)),
-            ) {
-                Some(h) => (h.vars, h.processors),
-                None if beats == BeatsHinted::default() => continue,
-                None => (container_id_only(id), Vec::new()),
-            };
+            let (mut hvars, processors) =
+                match hinted(&s.hints, all_annotations, &cvars, Some((name, id))) {
+                    Some(h) => (h.vars, h.processors),
+                    None if beats == BeatsHinted::default() => continue,
+                    None => (container_id_only(id), Vec::new()),
+                };
             if beats.logs_taken {
                 drop_container_logs(&mut hvars);
             }
             (hvars, processors, beats)
         } else {
-            (Value::Map(cvars), Vec::new(), BeatsHinted::default())
+            (cvars, Vec::new(), BeatsHinted::default())
         };
         let mut kfields = fields.clone();
         kfields.insert(
@@ -441,6 +438,7 @@ fn put_event_keys<'a>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::hints::annotations;
     use super::*;
 
     fn pod() -> KeptPod {
@@ -492,7 +490,7 @@ mod tests {
     #[test]
     fn with_hints_on_mappings_publish_hints_and_keep_their_fields() {
         let mut p = pod();
-        p.annotations = [
+        p.annotations = annotations(&[
             ("co.elastic.hints.nginx/package", "nginx"),
             (
                 "co.elastic.hints.nginx/host",
@@ -502,10 +500,7 @@ mod tests {
                 "co.elastic.hints/processors.add_tags",
                 r#"{"tags": ["hinted"]}"#,
             ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let s = hints_on(true);
         let m = pod_mappings(&p, &s, Related::default());
         let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();
@@ -530,7 +525,7 @@ mod tests {
     #[test]
     fn beats_hints_bring_inputs_and_take_the_container_logs_over() {
         let mut p = pod();
-        p.annotations = [
+        p.annotations = annotations(&[
             ("co.elastic.hints.nginx/package", "nginx"),
             ("co.elastic.logs.nginx/multiline.pattern", "^\\S"),
             ("co.elastic.logs.nginx/multiline.match", "after"),
@@ -539,10 +534,7 @@ mod tests {
                 "co.elastic.metrics/hosts",
                 "${data.host}:${data.ports.metrics}",
             ),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        ]);
         let s = hints_on(false);
         let m = pod_mappings(&p, &s, Related::default());
         let ids: Vec<&str> = m.iter().map(|x| x.id.as_str()).collect();

@@ -1238,16 +1238,13 @@ fn provider_node(ns: &str) -> Result<(&'static ControlPlane, Node, tempfile::Tem
 /// A namespace whose pods the agent may get, list and watch, and no more
 /// (least privilege).
 fn pod_reader(ns: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "pod-reader", "namespace": ns},
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "pod-reader", "namespace": ns},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-         "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]},
-    ]})
+    let mut items =
+        vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})];
+    for mut object in agents::access::reader_role("pod-reader", &["pods"], &[1]) {
+        object["metadata"]["namespace"] = json!(ns);
+        items.push(object);
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
 /// Elastic's standalone manifest's container-log input, with its keys: the

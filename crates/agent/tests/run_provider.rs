@@ -60,22 +60,22 @@ async fn wait_inputs(agent: &AgentProc, count: usize, within: Duration) -> Resul
     }
 }
 
-/// Lets agent 1 read `resources` in `ns` (a Role there, as a provider with
-/// `namespace` set needs), and gives `ns` its `default` ServiceAccount.
-async fn let_agent_read(admin: &kube::Client, ns: &str, resources: &[&str]) -> Result<()> {
-    for object in [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-               "metadata": {"name": "agent-reader"},
-               "rules": [{"apiGroups": [""], "resources": resources, "verbs": ["get", "list", "watch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "agent-reader"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agent-reader"},
-               "subjects": [{"kind": "User", "name": ControlPlane::agent_user(1)}]}),
-    ] {
-        objects::create(admin, Some(ns), object).await?;
-    }
-    Ok(())
+/// A fresh namespace named after `name` in which agent 1 may read
+/// `resources` (a Role there, as a provider with `namespace` set needs)
+/// and which has its `default` ServiceAccount; with the admin and a node
+/// name of its own.
+async fn readable_namespace(
+    name: &str,
+    resources: &[&str],
+) -> Result<(&'static ControlPlane, kube::Client, String, String)> {
+    let plane = ControlPlane::shared();
+    let admin = plane.admin_client().await?;
+    let ns = plane.namespace(name).await?.name().to_string();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    objects::create(&admin, Some(&ns), sa).await?;
+    agents::access::grant_reads(plane, &ns, "agent-reader", resources, &[1]).await?;
+    let node = format!("{ns}-node");
+    Ok((plane, admin, ns, node))
 }
 
 /// Waits (30 s at most) until the running inputs whose id starts with
@@ -109,12 +109,7 @@ async fn wait_running_and_shipping(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<()> {
-    let plane = ControlPlane::shared();
-    let admin = plane.admin_client().await?;
-    let ns = plane.namespace("churn").await?;
-    let ns = ns.name().to_string();
-    let node = format!("{ns}-node");
-    let_agent_read(&admin, &ns, &["pods"]).await?;
+    let (plane, admin, ns, node) = readable_namespace("churn", &["pods"]).await?;
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");
     let policy = dir.path().join("p.yml");
@@ -295,12 +290,7 @@ async fn mappings_carry_the_labels_of_the_pods_node_and_namespace() -> Result<()
 /// through the Pods' status, written as the kubelet writes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hints_choose_what_runs_for_each_container() -> Result<()> {
-    let plane = ControlPlane::shared();
-    let admin = plane.admin_client().await?;
-    let ns = plane.namespace("hints").await?;
-    let ns = ns.name().to_string();
-    let node = format!("{ns}-node");
-    let_agent_read(&admin, &ns, &["pods"]).await?;
+    let (plane, admin, ns, node) = readable_namespace("hints", &["pods"]).await?;
     for object in [
         json!({"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "web", "annotations": {
@@ -388,13 +378,8 @@ inputs:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_and_services_get_mappings_of_their_own() -> Result<()> {
     use k8s_openapi::api::core::v1::{Node, Service};
-    let plane = ControlPlane::shared();
-    let admin = plane.admin_client().await?;
-    let ns = plane.namespace("resources").await?;
-    let ns = ns.name().to_string();
-    let node = format!("{ns}-node");
+    let (plane, admin, ns, node) = readable_namespace("resources", &["services"]).await?;
     agents::access::grant_metadata_reads(plane, 1).await?;
-    let_agent_read(&admin, &ns, &["services"]).await?;
     for (object, scope) in [
         (
             json!({"apiVersion": "v1", "kind": "Node",

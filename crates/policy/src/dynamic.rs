@@ -137,6 +137,17 @@ mod tests {
         Policy::parse(text, "p.yml").unwrap()
     }
 
+    /// `p` rendered with `mappings` (put in rendering order first) as the
+    /// `kubernetes` provider's.
+    fn render_mapped(p: &Policy, mappings: &mut [Mapping]) -> crate::render::Rendered {
+        sort(mappings);
+        let d = Dynamic {
+            provider: "kubernetes",
+            mappings,
+        };
+        render_with(p, &Vars::new(), Some(&d)).unwrap()
+    }
+
     fn pod(uid: &str, name: &str, app: &str) -> Mapping {
         Mapping {
             id: uid.into(),
@@ -196,12 +207,7 @@ inputs:
             container("u2", "cache-1", "redis", "c2"),
             container("u2", "cache-1", "exporter", "c3"),
         ];
-        sort(&mut mappings);
-        let d = Dynamic {
-            provider: "kubernetes",
-            mappings: &mappings,
-        };
-        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let r = render_mapped(&p, &mut mappings);
         let ids: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -242,12 +248,7 @@ inputs:
         let mut pod_mapping = pod("u1", "web-1", "web");
         pod_mapping.processors = c.processors.clone();
         let mut mappings = vec![c, pod_mapping];
-        sort(&mut mappings);
-        let d = Dynamic {
-            provider: "kubernetes",
-            mappings: &mappings,
-        };
-        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let r = render_mapped(&p, &mut mappings);
         let tags = |i: usize| -> Vec<String> {
             match r.inputs[i].config.lookup_path("processors") {
                 Some(Value::List(l)) => l
@@ -278,12 +279,7 @@ inputs:
         b.inputs = vec![scrape];
         b.refused = vec!["co.elastic.metrics/module: redis is not built".into()];
         let mut mappings = vec![b, a];
-        sort(&mut mappings);
-        let d = Dynamic {
-            provider: "kubernetes",
-            mappings: &mappings,
-        };
-        let r = render_with(&p, &Vars::new(), Some(&d)).unwrap();
+        let r = render_mapped(&p, &mut mappings);
         let ids: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -315,16 +311,7 @@ inputs:
             pod("u2", "cache-1", "redis"),
             pod("u3", "web-2", "web"),
         ];
-        sort(&mut mappings);
-        let r = render_with(
-            &p,
-            &Vars::new(),
-            Some(&Dynamic {
-                provider: "kubernetes",
-                mappings: &mappings,
-            }),
-        )
-        .unwrap();
+        let r = render_mapped(&p, &mut mappings);
         let got: Vec<(&str, bool)> = r
             .inputs
             .iter()
@@ -344,15 +331,7 @@ inputs:
     #[test]
     fn an_input_no_mapping_renders_is_reported_with_why() {
         let p = policy(POLICY);
-        let r = render_with(
-            &p,
-            &Vars::new(),
-            Some(&Dynamic {
-                provider: "kubernetes",
-                mappings: &[],
-            }),
-        )
-        .unwrap();
+        let r = render_mapped(&p, &mut []);
         assert_eq!(r.inputs.len(), 1);
         assert_eq!(r.dropped.len(), 2);
         assert!(
@@ -360,16 +339,8 @@ inputs:
             "{:?}",
             r.dropped
         );
-        let mappings = [pod("u1", "web-1", "web")];
-        let r = render_with(
-            &p,
-            &Vars::new(),
-            Some(&Dynamic {
-                provider: "kubernetes",
-                mappings: &mappings,
-            }),
-        )
-        .unwrap();
+        let mut mappings = [pod("u1", "web-1", "web")];
+        let r = render_mapped(&p, &mut mappings);
         let why: Vec<&str> = r.dropped.iter().map(|d| d.reason.as_str()).collect();
         assert!(why[0].contains("kubernetes.container.id"), "{why:?}");
         assert!(why[1].contains("is false"), "{why:?}");

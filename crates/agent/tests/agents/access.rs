@@ -3,10 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{ObjectMeta, PostParams};
 use leasehold_testkit::ControlPlane;
 use serde_json::Value;
 
@@ -175,48 +173,43 @@ pub async fn create_ticks(
     Ok(n)
 }
 
+/// A Role named `name` that lets get, list and watch `resources`, and
+/// its RoleBinding to the agents numbered `agents`: least privilege in one
+/// namespace (set by whoever creates them).
+pub fn reader_role(name: &str, resources: &[&str], agents: &[u32]) -> [Value; 2] {
+    let subjects: Vec<Value> = agents
+        .iter()
+        .map(|k| serde_json::json!({"kind": "User", "name": ControlPlane::agent_user(*k)}))
+        .collect();
+    [
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": name},
+               "rules": [{"apiGroups": [""], "resources": resources, "verbs": ["get", "list", "watch"]}]}),
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": subjects}),
+    ]
+}
+
+/// Creates [`reader_role`] in `ns`.
+pub async fn grant_reads(
+    plane: &ControlPlane,
+    ns: &str,
+    name: &str,
+    resources: &[&str],
+    agents: &[u32],
+) -> Result<()> {
+    let admin = plane.admin_client().await?;
+    for object in reader_role(name, resources, agents) {
+        leasehold_testkit::objects::create(&admin, Some(ns), object).await?;
+    }
+    Ok(())
+}
+
 /// Lets agents 1..=3 read Events in `ns`.
 pub async fn grant_events(plane: &ControlPlane, ns: &str) -> Result<()> {
-    let admin = plane.admin_client().await?;
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("events-reader".into()),
-            ..Default::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["events".into()]),
-            verbs: vec!["get".into(), "list".into(), "watch".into()],
-            ..Default::default()
-        }]),
-    };
-    Api::<Role>::namespaced(admin.clone(), ns)
-        .create(&PostParams::default(), &role)
-        .await?;
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("events-reader".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "Role".into(),
-            name: "events-reader".into(),
-        },
-        subjects: Some(
-            (1..=3)
-                .map(|k| Subject {
-                    kind: "User".into(),
-                    name: ControlPlane::agent_user(k),
-                    ..Default::default()
-                })
-                .collect(),
-        ),
-    };
-    Api::<RoleBinding>::namespaced(admin, ns)
-        .create(&PostParams::default(), &binding)
-        .await?;
-    Ok(())
+    grant_reads(plane, ns, "events-reader", &["events"], &[1, 2, 3]).await
 }
 
 /// Lets agent `k` get, list and watch pods, nodes and namespaces in every

@@ -406,6 +406,12 @@ async fn run_url(
         .metricsets
         .first()
         .is_some_and(|m| m.body() == Body::Json);
+    if let Some(m) = &metadata {
+        tokio::select! {
+            () = m.ready(METADATA_LIMIT) => {}
+            () = cancel.cancelled() => return,
+        }
+    }
     loop {
         let at = next_aligned(now_us(), stream.period);
         tokio::select! {
@@ -495,6 +501,9 @@ async fn run_url(
         }
     }
 }
+
+/// How long a stream's first scrape waits for the `add_metadata` caches.
+const METADATA_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A body at least this large is followed by [`crate::allocator::release_free`].
 const RELEASE_AFTER_BYTES: usize = 1024 * 1024;

@@ -22,6 +22,8 @@ use serde_json::{Map, Value as Json};
 pub struct Metadata {
     /// Set once connected.
     stores: Arc<OnceLock<Stores>>,
+    /// Turns true when `stores` is set.
+    connected: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The caches, and the client the per-node caches use.
@@ -64,6 +66,7 @@ impl Metadata {
     fn start(kubeconfig: Option<std::path::PathBuf>) -> Metadata {
         let stores: Arc<OnceLock<Stores>> = Arc::new(OnceLock::new());
         let set = Arc::clone(&stores);
+        let (tell, connected) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             let conn = match crate::kubeconn::connect(kubeconfig.as_deref()).await {
                 Ok(c) => c,
@@ -78,8 +81,34 @@ impl Metadata {
                 namespaces: watch_all::<Namespace>(&conn.client, "namespaces"),
                 client: conn.client,
             });
+            let _ = tell.send(true);
         });
-        Metadata { stores }
+        Metadata { stores, connected }
+    }
+
+    /// Waits, at most `limit`, until the first list of pods, nodes and
+    /// namespaces is in the caches, so that a stream's first documents
+    /// carry their labels like the later ones. Past the limit (no rights,
+    /// API server away) documents go out without labels rather than late;
+    /// the watch's own warning says why.
+    pub async fn ready(&self, limit: std::time::Duration) {
+        let wait = async {
+            let mut connected = self.connected.clone();
+            if connected.wait_for(|c| *c).await.is_err() {
+                return;
+            }
+            let Some(st) = self.stores.get() else { return };
+            let _ = tokio::join!(
+                st.pods.wait_until_ready(),
+                st.nodes.wait_until_ready(),
+                st.namespaces.wait_until_ready()
+            );
+        };
+        if tokio::time::timeout(limit, wait).await.is_err() {
+            tracing::warn!(
+                "add_metadata: pods, nodes and namespaces not listed within {limit:?}; documents go out without their labels until they are"
+            );
+        }
     }
 
     /// Adds what the caches know to a document about a pod, a node or a

@@ -499,3 +499,148 @@ async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()
     c.check(t0)?;
     Ok(())
 }
+
+/// One term's gated events on one Lease.
+#[derive(Debug)]
+struct LeaseRange {
+    agent: String,
+    lease: String,
+    first: i64,
+    last: i64,
+}
+
+/// The gated events' time ranges per (agent, Lease, term), checked so
+/// that no two overlap (the same agent's on two Leases included).
+fn check_across_leases(evs: &[Ev]) -> Result<Vec<LeaseRange>> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<(String, String, i64), (i64, i64)> = BTreeMap::new();
+    for e in evs.iter().filter(|e| e.input == "gated") {
+        let key = (
+            e.agent.clone(),
+            e.lease
+                .clone()
+                .context("gated event without leader.lease")?,
+            e.term.context("gated event without leader.term")?,
+        );
+        let r = by.entry(key).or_insert((e.at, e.at));
+        r.0 = r.0.min(e.at);
+        r.1 = r.1.max(e.at);
+    }
+    let mut rs: Vec<LeaseRange> = by
+        .into_iter()
+        .map(|((agent, lease, _), (first, last))| LeaseRange {
+            agent,
+            lease,
+            first,
+            last,
+        })
+        .collect();
+    rs.sort_by_key(|r| r.first);
+    for (i, a) in rs.iter().enumerate() {
+        for b in &rs[i + 1..] {
+            if b.first <= a.last {
+                bail!("two terms produced gated events at once: {a:?} and {b:?}\nall: {rs:#?}");
+            }
+        }
+    }
+    Ok(rs)
+}
+
+/// A DaemonSet's rolling update that renames `leader_lease`, one pod at a
+/// time, the leader last, with the new Lease already created empty (as the
+/// chart and the kustomize base ship it, so it may be taken at once): the
+/// agents on the new name keep out while the old Lease is held, so the
+/// gated input never runs twice; the cost is the gap between the old
+/// leader's last event and the first on the new Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renamed_in_a_rolling_update_never_runs_a_gated_input_twice() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("run-rename").await?;
+    let fleet = ns.name().to_string();
+    let dir = tempfile::tempdir()?;
+    let old = dir.path().join("old.yml");
+    let new = dir.path().join("new.yml");
+    std::fs::write(&old, policy("lease-old", ""))?;
+    std::fs::write(&new, policy("lease-new", ""))?;
+    LeaseAdmin::new(plane.admin_client().await?, ns.name(), "lease-new")
+        .create_empty()
+        .await?;
+    let outs: Vec<_> = (1..=3)
+        .map(|k| dir.path().join(format!("out-{k}")))
+        .collect();
+    let dirs: Vec<&std::path::Path> = outs.iter().map(|p| p.as_path()).collect();
+    let env = [("LEASEHOLD_FLEET", fleet.clone())];
+    let start = |k: u32, p: &std::path::Path| -> Result<AgentProc> {
+        let mut a = AgentProc::spawn_with_env(
+            p,
+            &plane.agent_kubeconfig(k),
+            k,
+            ns.name(),
+            &outs[k as usize - 1],
+            &env,
+        )?;
+        a.wait_ready()?;
+        Ok(a)
+    };
+    let mut agents: Vec<Option<AgentProc>> = Vec::new();
+    for k in 1..=3 {
+        agents.push(Some(start(k, &old)?));
+    }
+    let (leader, _) = wait_gated_from(&dirs, &[], now_us(), Duration::from_secs(LEASE_S) + MARGIN)?;
+    let li = leader.trim_start_matches("agent-").parse::<usize>()? - 1;
+    // Followers first, then the leader, as a rollout that reaches the
+    // leader's node last: the longest time with both names in use.
+    let order: Vec<usize> = (0..3).filter(|i| *i != li).chain([li]).collect();
+    let mut leader_stopped = 0;
+    for i in order {
+        let mut a = agents[i].take().context("running")?;
+        if i == li {
+            leader_stopped = now_us();
+        }
+        a.signal(libc::SIGTERM);
+        assert_eq!(
+            a.wait_exit(Duration::from_secs(15))?,
+            Some(0),
+            "log:\n{}",
+            a.log()
+        );
+        agents[i] = Some(start(i as u32 + 1, &new)?);
+        if i != li {
+            // A new-name agent beside the old leader: give it a lease
+            // duration to (wrongly) take the new Lease.
+            let fenced = agents[i].as_ref().context("running")?;
+            fenced.wait_log(
+                "not standing while Lease",
+                Duration::from_secs(LEASE_S) + MARGIN,
+            )?;
+            tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
+            check_across_leases(&all_events(&dirs)?)?;
+        }
+    }
+    let (next, first_new) = wait_gated_from(
+        &dirs,
+        &[],
+        leader_stopped,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    // Let the new leader run, then judge everything written.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let evs = all_events(&dirs)?;
+    let rs = check_across_leases(&evs)?;
+    let last_old = rs
+        .iter()
+        .filter(|r| r.lease == "lease-old")
+        .map(|r| r.last)
+        .max()
+        .context("no gated events on the old Lease")?;
+    assert!(
+        rs.iter().any(|r| r.agent == next && r.lease == "lease-new"),
+        "{next} leads on the new Lease: {rs:?}"
+    );
+    println!(
+        "rename in a rolling update: last gated event on lease-old to the first on lease-new ({next}): {} ms",
+        (first_new - last_old) / 1000
+    );
+    assert!(first_new > last_old);
+    Ok(())
+}

@@ -16,7 +16,7 @@ pub mod names;
 
 pub use crate::core::{Term, TimingError, Timings};
 pub use driver::{
-    ANNOTATION_PREFIX, BuildError, Checkpoints, ElectionHandle, Elector, ElectorBuilder,
-    HealthCheck, LeaderTask, Leadership, LeaseLock, LockError, LockWatchEvent, Metrics, NoMetrics,
-    Resigner, SimpleMetrics, StateChange, StateHook,
+    ANNOTATION_PREFIX, BuildError, Checkpoints, ELECTION_LABEL, ElectionHandle, Elector,
+    ElectorBuilder, FLEET_LABEL, Fence, HealthCheck, LeaderTask, Leadership, LeaseLock, LockError,
+    LockWatchEvent, Metrics, NoMetrics, Resigner, SimpleMetrics, StateChange, StateHook,
 };

@@ -47,6 +47,25 @@ pub fn validate_lease_name(name: &str) -> Result<(), NameError> {
     })
 }
 
+const LABEL_VALUE_RULE: &str = "must be at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric character (a label value)";
+
+/// A label value (the rename fence's fleet and election), as the API
+/// server enforces it. `what` names the label.
+pub fn validate_label_value(what: &'static str, value: &str) -> Result<(), NameError> {
+    let b = value.as_bytes();
+    let edge = |c: &u8| c.is_ascii_alphanumeric();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || matches!(c, b'-' | b'_' | b'.'));
+    ok.then_some(()).ok_or_else(|| NameError {
+        what,
+        name: value.into(),
+        rule: LABEL_VALUE_RULE,
+    })
+}
+
 /// A namespace name is an RFC 1123 label.
 pub fn validate_namespace(name: &str) -> Result<(), NameError> {
     is_label(name).then_some(()).ok_or_else(|| NameError {
@@ -59,6 +78,17 @@ pub fn validate_namespace(name: &str) -> Result<(), NameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_values_follow_the_api_servers_rule() {
+        for good in ["leasehold", "kube-system_a.1", "A", &"x".repeat(63)] {
+            assert!(validate_label_value("fleet", good).is_ok(), "{good}");
+        }
+        for bad in ["", "-a", "a-", "a b", "a/b", &"x".repeat(64)] {
+            let e = validate_label_value("fleet", bad).unwrap_err();
+            assert_eq!(e.what, "fleet");
+        }
+    }
 
     #[test]
     fn lease_names_follow_rfc_1123_subdomains() {

@@ -46,6 +46,13 @@ pub struct RunArgs {
         default_value = "/var/lib/leasehold"
     )]
     pub data_path: PathBuf,
+    /// The fleet these agents form (one DaemonSet), written as a label on
+    /// every Lease they hold: an agent then neither takes a Lease nor
+    /// runs its gated inputs while another Lease of the same fleet and
+    /// election is held, so renaming `leader_lease` (or its namespace) in
+    /// a rolling update never runs a gated input twice. Unset: no fence.
+    #[arg(long, value_name = "NAME", env = "LEASEHOLD_FLEET")]
+    pub fleet: Option<String>,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -121,7 +128,15 @@ pub fn run(args: &RunArgs) -> i32 {
         http,
         kubeconfig: args.kubeconfig.clone(),
         data_path: args.data_path.clone(),
+        fleet: args.fleet.clone().filter(|f| !f.is_empty()),
     };
+    if let Some(f) = &opts.fleet
+        && let Err(e) =
+            leasehold_election::names::validate_label_value("--fleet (LEASEHOLD_FLEET)", f)
+    {
+        eprintln!("error: {e}");
+        return 2;
+    }
     let code = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::{ElectionHandle, Elector, Leadership, Metrics, StateChange, Timings};
+use leasehold_election::{
+    ElectionHandle, Elector, Fence, Leadership, Metrics, StateChange, Timings,
+};
 use leasehold_policy::elections::{ElectionSpec, PROVIDER};
 use leasehold_policy::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
@@ -162,17 +164,32 @@ pub fn provider_value(elections: &[Election]) -> Option<Value> {
 /// The provider name, for [`leasehold_policy::Vars::set_provider`].
 pub const PROVIDER_NAME: &str = PROVIDER;
 
-/// Starts the elector of `e` with connection `conn` and identity.
+/// The rename fence's `election` label of `spec`: its name (`default` for
+/// the unnamed election), or a hash of it when the name is no label value.
+pub fn fence_label(spec: &ElectionSpec) -> String {
+    let name = spec.label();
+    if leasehold_election::names::validate_label_value("election", name).is_ok() {
+        return name.to_string();
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("e-{hash:016x}")
+}
+
+/// Starts the elector of `e` with connection `conn` and identity; with a
+/// `fleet`, behind the rename fence.
 pub fn start(
     e: &Election,
     conn: &Connection,
     identity: &str,
+    fleet: Option<&str>,
     tx: UnboundedSender<ElectionEvent>,
     metrics: Arc<dyn Metrics>,
 ) -> Result<ElectionHandle, String> {
     let key = e.key;
     let state_tx = tx.clone();
-    Elector::builder(
+    let mut builder = Elector::builder(
         conn.client.clone(),
         e.namespace.clone(),
         e.spec.lease.clone(),
@@ -181,34 +198,41 @@ pub fn start(
     .connection_info(conn.server.clone(), conn.user.clone())
     .timings(e.timings())
     .release_on_shutdown(e.spec.release_on_shutdown)
-    .metrics(metrics)
-    .on_state(move |c: &StateChange| {
-        let _ = state_tx.send(ElectionEvent::State {
-            key,
-            state: c.state.clone(),
+    .metrics(metrics);
+    if let Some(fleet) = fleet {
+        builder = builder.fence(Fence {
+            fleet: fleet.to_string(),
+            election: fence_label(&e.spec),
         });
-    })
-    .on_leading(move |term, token| {
-        let tx = tx.clone();
-        async move {
-            let term = i64::from(term.transitions);
-            let tracker = TaskTracker::new();
-            let _ = tx.send(ElectionEvent::Leading {
+    }
+    builder
+        .on_state(move |c: &StateChange| {
+            let _ = state_tx.send(ElectionEvent::State {
                 key,
-                term,
-                token: token.clone(),
-                tracker: tracker.clone(),
+                state: c.state.clone(),
             });
-            token.cancelled().await;
-            let _ = tx.send(ElectionEvent::SteppedDown { key, term });
-            // Step-down completes when every gated input of the term is
-            // gone (their tokens are children of this one).
-            tracker.close();
-            tracker.wait().await;
-        }
-    })
-    .spawn()
-    .map_err(|e| e.to_string())
+        })
+        .on_leading(move |term, token| {
+            let tx = tx.clone();
+            async move {
+                let term = i64::from(term.transitions);
+                let tracker = TaskTracker::new();
+                let _ = tx.send(ElectionEvent::Leading {
+                    key,
+                    term,
+                    token: token.clone(),
+                    tracker: tracker.clone(),
+                });
+                token.cancelled().await;
+                let _ = tx.send(ElectionEvent::SteppedDown { key, term });
+                // Step-down completes when every gated input of the term is
+                // gone (their tokens are children of this one).
+                tracker.close();
+                tracker.wait().await;
+            }
+        })
+        .spawn()
+        .map_err(|e| e.to_string())
 }
 
 /// The acquisition deferral of each election (same order), so that with N
@@ -288,6 +312,19 @@ mod tests {
         assert!(deferrals(&busy)[1] > deferrals(&idle).into_iter().max().unwrap());
         // One election: never deferred.
         assert_eq!(deferrals(&[election(0, 0, true)]), vec![Duration::ZERO]);
+    }
+
+    #[test]
+    fn an_elections_fence_label_is_its_name_or_a_stable_hash() {
+        let mut e = election(0, 0, false);
+        assert_eq!(fence_label(&e.spec), "e0");
+        e.spec.name = None;
+        assert_eq!(fence_label(&e.spec), "default");
+        e.spec.name = Some("cluster metrics/ksm".into());
+        let hashed = fence_label(&e.spec);
+        assert!(hashed.starts_with("e-") && hashed.len() == 18, "{hashed}");
+        assert_eq!(fence_label(&e.spec), hashed, "the same on every agent");
+        assert!(leasehold_election::names::validate_label_value("election", &hashed).is_ok());
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct RunOptions {
     pub kubeconfig: Option<PathBuf>,
     /// `--path.data`: where state is kept (disk queues by default).
     pub data_path: PathBuf,
+    /// `--fleet`: the rename fence's fleet label, if any.
+    pub fleet: Option<String>,
 }
 
 /// `outputs` with every disk queue that names no path placed under
@@ -641,7 +643,8 @@ impl Agent {
             .clone()
             .unwrap_or_else(|| self.statics.fields.name.clone());
         let metrics: Arc<dyn Metrics> = self.election_metrics.clone();
-        match elections::start(e, conn, &identity, self.events_tx.clone(), metrics) {
+        let fleet = self.opts.fleet.as_deref();
+        match elections::start(e, conn, &identity, fleet, self.events_tx.clone(), metrics) {
             Ok(h) => {
                 if let Some(m) = &self.monitor {
                     let health = h.health();

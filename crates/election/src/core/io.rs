@@ -133,6 +133,11 @@ pub enum Input {
     /// elections uses it to leave free leases to less busy candidates.
     /// Never delays a step-down.
     DeferAcquisition(std::time::Duration),
+    /// While `true`, take no lease at all, free or not (a term already led
+    /// goes on). A program that sees another Lease guarding the same work
+    /// held (the Lease was renamed while some candidates still use the
+    /// old name) keeps out until that Lease is free.
+    PauseAcquisition(bool),
 }
 
 /// Why a leader stopped leading.

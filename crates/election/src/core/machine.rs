@@ -138,6 +138,8 @@ pub struct Core {
     pub(super) hold_back_until: Option<Instant>,
     /// Extra wait before taking a free lease (see [`Input::DeferAcquisition`]).
     pub(super) acquire_delay: Duration,
+    /// No lease is taken while set (see [`Input::PauseAcquisition`]).
+    pub(super) acquire_paused: bool,
     /// A term of ours whose work has stopped, to acknowledge on the Lease
     /// while the record still comes from it, and the attempts left.
     pub(super) ack_due: Option<(Term, u8)>,
@@ -180,6 +182,7 @@ impl Core {
             release_due: false,
             hold_back_until: None,
             acquire_delay: Duration::ZERO,
+            acquire_paused: false,
             ack_due: None,
             events: VecDeque::new(),
             requests: VecDeque::new(),
@@ -268,6 +271,15 @@ impl Core {
         }
     }
 
+    /// Pauses or resumes taking leases (see [`Input::PauseAcquisition`]).
+    pub fn handle_pause_acquisition(&mut self, now: Instant, wall: WallTime, paused: bool) {
+        if self.begin(now) {
+            self.acquire_paused = paused;
+            self.timers.clear(TimerKind::Expiry);
+            self.step(now, wall);
+        }
+    }
+
     /// The leader-only work of the last term has ended.
     pub fn handle_work_ended(&mut self, now: Instant, wall: WallTime, end: WorkEnd) {
         if self.begin(now) {
@@ -288,6 +300,7 @@ impl Core {
             Input::WorkEnded(end) => self.handle_work_ended(now, wall, end),
             Input::Resign { hold_back } => self.handle_resign(now, wall, hold_back),
             Input::DeferAcquisition(delay) => self.handle_defer_acquisition(now, wall, delay),
+            Input::PauseAcquisition(p) => self.handle_pause_acquisition(now, wall, p),
         }
     }
 

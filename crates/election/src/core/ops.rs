@@ -19,7 +19,10 @@ impl Core {
                 self.send_get(now);
             } else if self.release_due {
                 self.release_after_resign(now, wall);
-            } else if !self.send_ack_if_due(now) && self.hold_back_until.is_none() {
+            } else if !self.send_ack_if_due(now)
+                && self.hold_back_until.is_none()
+                && !self.acquire_paused
+            {
                 self.try_acquire(now, wall);
             }
         }

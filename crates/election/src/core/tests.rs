@@ -1289,6 +1289,29 @@ fn deferred_acquisition_waits_past_a_free_lease_and_never_delays_step_down() {
     assert!(h.has(|a| matches!(a, Action::StepDown { .. })));
 }
 
+/// A paused candidate takes no lease, however free; resumed, it takes a
+/// free one at once. A pause never ends a term already led.
+#[test]
+fn a_paused_candidate_takes_nothing_until_resumed() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.feed(Input::PauseAcquisition(true));
+    h.read(ReadResult::Found(obs("3", held_by("", 1, 2))));
+    assert!(h.update().is_none(), "took a free lease while paused");
+    h.advance(secs(60.0));
+    assert!(h.update().is_none(), "took it later while still paused");
+    h.feed(Input::PauseAcquisition(false));
+    assert_eq!(h.update().expect("takes it once resumed").0.holder, ME);
+
+    let (mut h, _) = H::leading();
+    h.feed(Input::PauseAcquisition(true));
+    assert!(!h.has(|a| matches!(a, Action::StepDown { .. })));
+    h.advance(secs(2.5));
+    let (renew, _) = h.update().expect("a paused leader still renews");
+    assert_eq!(renew.holder, ME);
+}
+
 /// The record `term` left, with its holder overwritten to `holder`.
 fn overwritten(h: &H, term: &Term, holder: &str) -> LeaseRecord {
     LeaseRecord {

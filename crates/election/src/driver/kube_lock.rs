@@ -77,6 +77,8 @@ struct Inner {
     /// namespace from a missing Lease at once, instead of at the first
     /// real create one lease duration later).
     namespace_checked: std::sync::atomic::AtomicBool,
+    /// Labels every write puts on the Lease (the rename fence's).
+    labels: Vec<(String, String)>,
 }
 
 impl KubeLock {
@@ -102,8 +104,18 @@ impl KubeLock {
                 checkpoints,
                 identity: identity.to_string(),
                 namespace_checked: std::sync::atomic::AtomicBool::new(false),
+                labels: Vec::new(),
             }),
         }
+    }
+
+    /// The same lock, putting `labels` on every Lease it writes (the
+    /// rename fence's). Only on a lock not yet shared.
+    pub(crate) fn labelled(mut self, labels: Vec<(String, String)>) -> KubeLock {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.labels = labels;
+        }
+        self
     }
 }
 
@@ -132,6 +144,17 @@ impl Inner {
                 self.lease,
                 self.namespace
             );
+        }
+    }
+
+    /// Puts our labels on an object about to be written.
+    fn label(&self, obj: &mut DynamicObject) {
+        if self.labels.is_empty() {
+            return;
+        }
+        let labels = obj.metadata.labels.get_or_insert_default();
+        for (k, v) in &self.labels {
+            labels.insert(k.clone(), v.clone());
         }
     }
 
@@ -245,7 +268,8 @@ impl LeaseLock for KubeLock {
     fn create(&self, record: LeaseRecord) -> BoxFuture<'static, Result<Observed, LockError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let obj = build_new(&inner.namespace, &inner.lease, &record);
+            let mut obj = build_new(&inner.namespace, &inner.lease, &record);
+            inner.label(&mut obj);
             // Creating is acquiring: a new term writes no earlier values.
             inner.checkpoints.forget_own();
             let result = inner.api.create(&PostParams::default(), &obj).await;
@@ -275,6 +299,7 @@ impl LeaseLock for KubeLock {
                 &resource_version,
             );
             inner.checkpoints.apply(&mut obj);
+            inner.label(&mut obj);
             let result = inner
                 .api
                 .replace(&inner.lease, &PostParams::default(), &obj)

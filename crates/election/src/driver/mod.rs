@@ -22,6 +22,7 @@
 mod checkpoint;
 mod errors;
 mod events;
+mod fence;
 mod health;
 mod hook;
 mod kube_lock;
@@ -42,6 +43,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use checkpoint::{ANNOTATION_PREFIX, Checkpoints};
+pub use fence::{ELECTION_LABEL, FLEET_LABEL, Fence};
 pub use health::HealthCheck;
 pub use lock::{LeaseLock, LockError, LockWatchEvent};
 pub use metrics::{Metrics, NoMetrics, SimpleMetrics};
@@ -130,6 +132,8 @@ impl std::error::Error for BuildError {}
 
 /// Settings shared by the loop and its tasks.
 pub(crate) struct Settings {
+    /// The rename fence, if asked for (and the lock is the API server).
+    pub(crate) fence: Option<fence::FenceRuntime>,
     /// For Events; `None` when the lock is not the API server.
     pub(crate) client: Option<kube::Client>,
     pub(crate) namespace: String,
@@ -179,6 +183,7 @@ impl Elector {
             custom_lock: false,
             endpoint: errors::Endpoint::default(),
             seed: None,
+            fence: None,
         }
     }
 
@@ -218,6 +223,7 @@ impl Elector {
             custom_lock: true,
             endpoint: errors::Endpoint::default(),
             seed: None,
+            fence: None,
         }
     }
 }
@@ -225,6 +231,7 @@ impl Elector {
 /// Configures and starts an elector.
 pub struct ElectorBuilder {
     seed: Option<u64>,
+    fence: Option<Fence>,
     lock: Arc<dyn LeaseLock>,
     endpoint: errors::Endpoint,
     /// Set when the lock was given by the caller (not rebuilt with metrics).
@@ -304,6 +311,17 @@ impl ElectorBuilder {
         self
     }
 
+    /// Fences renames of the Lease: every write labels it with `fence`,
+    /// and this candidate neither takes the Lease nor starts work while
+    /// another Lease with the same labels is held (see [`Fence`]). Needs
+    /// `list` and `watch` on leases (cluster-wide to fence a change of
+    /// namespace too); without them the fence is off and says so. Ignored
+    /// on a custom lock.
+    pub fn fence(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
     /// Starts the elector on the current tokio runtime.
     pub fn spawn(self) -> Result<ElectionHandle, BuildError> {
         for (what, v) in [
@@ -319,6 +337,11 @@ impl ElectorBuilder {
             }
         }
         crate::names::validate_lease_name(&self.lease).map_err(BuildError::Name)?;
+        if let Some(f) = &self.fence {
+            for (key, value) in f.labels() {
+                crate::names::validate_label_value(key, value).map_err(BuildError::Name)?;
+            }
+        }
         if !self.custom_lock {
             crate::names::validate_namespace(&self.namespace).map_err(BuildError::Name)?;
         }
@@ -341,21 +364,40 @@ impl ElectorBuilder {
         let health = HealthCheck::new(t.lease_duration(), t.retry_period() * 2);
         let checkpoints = Checkpoints::default();
         let lock: Arc<dyn LeaseLock> = match (&self.client, self.custom_lock) {
-            (Some(client), false) => Arc::new(kube_lock::KubeLock::new(
-                client.clone(),
-                &self.namespace,
-                &self.lease,
-                self.metrics.clone(),
-                self.endpoint.clone(),
-                checkpoints.clone(),
-                &self.identity,
-            )),
+            (Some(client), false) => Arc::new(
+                kube_lock::KubeLock::new(
+                    client.clone(),
+                    &self.namespace,
+                    &self.lease,
+                    self.metrics.clone(),
+                    self.endpoint.clone(),
+                    checkpoints.clone(),
+                    &self.identity,
+                )
+                .labelled(
+                    self.fence
+                        .iter()
+                        .flat_map(|f| f.labels())
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+            ),
             _ => self.lock.clone(),
         };
         // A candidate that never leads still exports its 0, so dashboards
         // see every candidate, not only past leaders.
         self.metrics.leader_status(&self.lease, false);
+        let fence = match (&self.client, self.custom_lock, self.fence) {
+            (Some(client), false, Some(f)) => Some(fence::FenceRuntime::new(
+                f,
+                client.clone(),
+                &self.namespace,
+                &self.lease,
+            )),
+            _ => None,
+        };
         let settings = Settings {
+            fence,
             client: self.client.clone(),
             namespace: self.namespace.clone(),
             lease: self.lease.clone(),

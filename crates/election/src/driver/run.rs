@@ -48,6 +48,10 @@ struct Run {
     requests: HashMap<OpId, (JoinHandle<()>, TokioInstant)>,
     watch_task: Option<JoinHandle<()>>,
     leader: Option<LedTerm>,
+    /// The rename fence's sibling watch, and the scope it may list (`None`
+    /// until known; then `Some(None)` when it may list nothing).
+    fence_task: Option<JoinHandle<()>>,
+    fence_scope: watch::Receiver<Option<Option<bool>>>,
     /// When the last term's work was cancelled (by the watchdog, if it
     /// fired first), reported as the instant leading stopped.
     stepped_down_at: Option<SystemTime>,
@@ -62,6 +66,43 @@ pub(crate) fn now_wall() -> WallTime {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros());
     WallTime::from_unix_micros(i64::try_from(micros).unwrap_or(i64::MAX))
+}
+
+/// A new term's work behind the rename fence: the siblings are listed
+/// after the acquiring write and before the work starts; if one is held,
+/// the term is handed back without working.
+async fn fenced(
+    fence: super::fence::FenceRuntime,
+    mut scope: watch::Receiver<Option<Option<bool>>>,
+    work: Option<futures_util::future::BoxFuture<'static, ()>>,
+    token: CancellationToken,
+    inputs: mpsc::UnboundedSender<Input>,
+    hold_back: Duration,
+    lease: String,
+) {
+    let known = tokio::select! {
+        known = scope.wait_for(Option::is_some) => known.ok().and_then(|k| *k).flatten(),
+        () = token.cancelled() => return,
+    };
+    let confirmed = tokio::select! {
+        c = fence.confirm(known) => c,
+        () = token.cancelled() => return,
+    };
+    match confirmed {
+        Ok(()) => {
+            if let Some(work) = work {
+                work.await;
+            }
+        }
+        Err(why) => {
+            tracing::warn!(
+                lease,
+                ?hold_back,
+                "{why}: handing this term back before any work (the Lease was renamed while agents still use the other)"
+            );
+            let _ = inputs.send(Input::Resign { hold_back });
+        }
+    }
 }
 
 impl Driver {
@@ -90,7 +131,14 @@ impl Driver {
             watch_task: None,
             leader: None,
             stepped_down_at: None,
+            fence_task: None,
+            fence_scope: watch::channel(None).1,
         };
+        if let Some(fence) = run.d.settings.fence.clone() {
+            let (scope_tx, scope_rx) = watch::channel(None);
+            run.fence_scope = scope_rx;
+            run.fence_task = Some(tokio::spawn(fence.watch(run.tx.clone(), scope_tx)));
+        }
         run.main().await;
     }
 }
@@ -127,6 +175,9 @@ impl Run {
             self.feed(input);
         }
         if let Some(t) = self.watch_task.take() {
+            t.abort();
+        }
+        if let Some(t) = self.fence_task.take() {
             t.abort();
         }
         for (_, (t, _)) in self.requests.drain() {
@@ -278,11 +329,23 @@ impl Run {
         if let Some(deadline) = self.d.core.step_down_deadline() {
             self.watchdog.arm(token.clone(), self.to_std(deadline));
         }
-        let join = self
+        let work = self
             .d
             .task
             .as_ref()
-            .map(|task| tokio::spawn(task(term.clone(), token.clone())));
+            .map(|task| task(term.clone(), token.clone()));
+        let join = match self.d.settings.fence.clone() {
+            None => work.map(tokio::spawn),
+            Some(fence) => Some(tokio::spawn(fenced(
+                fence,
+                self.fence_scope.clone(),
+                work,
+                token.clone(),
+                self.tx.clone(),
+                self.fence_hold_back(),
+                self.label(),
+            ))),
+        };
         self.leader = Some(LedTerm {
             token: token.clone(),
             join,
@@ -298,6 +361,17 @@ impl Run {
             None,
         );
         self.event("became leader");
+    }
+
+    /// How long a leader that found a sibling held leaves its Lease to
+    /// others: one to two retry periods, so that two who saw each other
+    /// do not stand again together.
+    fn fence_hold_back(&self) -> Duration {
+        let retry = self.d.settings.timings.retry_period();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        retry + retry.mul_f64(f64::from(nanos % 1000) / 1000.0)
     }
 
     /// Cancels leader-only work first, then changes the state, then reports

@@ -191,7 +191,7 @@ fn check_daemonset(name: &str, objs: &[Value]) -> Result<()> {
         grace > 25,
         "{name}: the grace period is above shutdown_timeout (25s)"
     );
-    for env in ["POD_NAME", "POD_NAMESPACE", "NODE_NAME"] {
+    for env in ["POD_NAME", "POD_NAMESPACE", "NODE_NAME", "LEASEHOLD_FLEET"] {
         assert!(
             c["env"]
                 .as_array()
@@ -432,8 +432,17 @@ async fn the_shipped_roles_grant_what_the_agent_needs_and_nothing_else() -> Resu
         ),
         (vec!["delete", lease, "-n", "leasehold"], false),
         (vec!["patch", lease, "-n", "leasehold"], false),
+        // The rename fence: the Leases of its own namespace, not others'.
         (
             vec!["list", "leases.coordination.k8s.io", "-n", "leasehold"],
+            true,
+        ),
+        (
+            vec!["watch", "leases.coordination.k8s.io", "-n", "leasehold"],
+            true,
+        ),
+        (
+            vec!["list", "leases.coordination.k8s.io", "-n", "kube-system"],
             false,
         ),
         (vec!["update", lease, "-n", "kube-system"], false),

@@ -285,8 +285,8 @@ impl FenceRuntime {
             }
         };
         if !cluster {
-            tracing::warn!(
-                "may list {what} only in namespace {}: a change of the election's namespace is not fenced (grant list and watch on leases in a ClusterRole)",
+            tracing::info!(
+                "may list {what} only in namespace {}: a change of the election's namespace is not fenced (grant list and watch on leases in a ClusterRole for that)",
                 self.namespace
             );
         }

@@ -546,6 +546,16 @@ fn check_across_leases(evs: &[Ev]) -> Result<Vec<LeaseRange>> {
     Ok(rs)
 }
 
+/// How the new policy reaches each agent.
+#[derive(Clone, Copy, Debug)]
+enum Rollout {
+    /// The pod is replaced (a DaemonSet's rolling update).
+    Restart,
+    /// The mounted policy changes under the running agent (a ConfigMap
+    /// update), swapped in by a rename as the kubelet does.
+    Reload,
+}
+
 /// A DaemonSet's rolling update that renames `leader_lease`, one pod at a
 /// time, the leader last, with the new Lease already created empty (as the
 /// chart and the kustomize base ship it, so it may be taken at once): the
@@ -554,14 +564,28 @@ fn check_across_leases(evs: &[Ev]) -> Result<Vec<LeaseRange>> {
 /// leader's last event and the first on the new Lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_renamed_in_a_rolling_update_never_runs_a_gated_input_twice() -> Result<()> {
+    rename(Rollout::Restart, "run-rename").await
+}
+
+/// As above, with the new policy reaching the running agents one at a
+/// time (a ConfigMap update): the reloaded leader releases the old Lease,
+/// which an agent still on the old name takes, until the last one reloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_renamed_by_a_configmap_update_never_runs_a_gated_input_twice() -> Result<()> {
+    rename(Rollout::Reload, "run-rename-reload").await
+}
+
+async fn rename(rollout: Rollout, prefix: &str) -> Result<()> {
     let plane = ControlPlane::shared();
-    let ns = plane.namespace("run-rename").await?;
+    let ns = plane.namespace(prefix).await?;
     let fleet = ns.name().to_string();
     let dir = tempfile::tempdir()?;
-    let old = dir.path().join("old.yml");
-    let new = dir.path().join("new.yml");
-    std::fs::write(&old, policy("lease-old", ""))?;
-    std::fs::write(&new, policy("lease-new", ""))?;
+    let policies: Vec<_> = (1..=3)
+        .map(|k| dir.path().join(format!("policy-{k}.yml")))
+        .collect();
+    for p in &policies {
+        std::fs::write(p, policy("lease-old", ""))?;
+    }
     LeaseAdmin::new(plane.admin_client().await?, ns.name(), "lease-new")
         .create_empty()
         .await?;
@@ -570,43 +594,60 @@ async fn a_lease_renamed_in_a_rolling_update_never_runs_a_gated_input_twice() ->
         .collect();
     let dirs: Vec<&std::path::Path> = outs.iter().map(|p| p.as_path()).collect();
     let env = [("LEASEHOLD_FLEET", fleet.clone())];
-    let start = |k: u32, p: &std::path::Path| -> Result<AgentProc> {
+    let start = |i: usize| -> Result<AgentProc> {
+        let k = i as u32 + 1;
         let mut a = AgentProc::spawn_with_env(
-            p,
+            &policies[i],
             &plane.agent_kubeconfig(k),
             k,
             ns.name(),
-            &outs[k as usize - 1],
+            &outs[i],
             &env,
         )?;
         a.wait_ready()?;
         Ok(a)
     };
+    let renamed = |i: usize| -> Result<()> {
+        let tmp = dir.path().join("policy.tmp");
+        std::fs::write(&tmp, policy("lease-new", ""))?;
+        std::fs::rename(&tmp, &policies[i])?;
+        Ok(())
+    };
     let mut agents: Vec<Option<AgentProc>> = Vec::new();
-    for k in 1..=3 {
-        agents.push(Some(start(k, &old)?));
+    for i in 0..3 {
+        agents.push(Some(start(i)?));
     }
     let (leader, _) = wait_gated_from(&dirs, &[], now_us(), Duration::from_secs(LEASE_S) + MARGIN)?;
-    let li = leader.trim_start_matches("agent-").parse::<usize>()? - 1;
+    let li = Cluster::index(&leader);
     // Followers first, then the leader, as a rollout that reaches the
     // leader's node last: the longest time with both names in use.
     let order: Vec<usize> = (0..3).filter(|i| *i != li).chain([li]).collect();
-    let mut leader_stopped = 0;
-    for i in order {
-        let mut a = agents[i].take().context("running")?;
-        if i == li {
-            leader_stopped = now_us();
+    let mut leader_renamed = 0;
+    for (n, i) in order.into_iter().enumerate() {
+        if n == 2 {
+            leader_renamed = now_us();
         }
-        a.signal(libc::SIGTERM);
-        assert_eq!(
-            a.wait_exit(Duration::from_secs(15))?,
-            Some(0),
-            "log:\n{}",
-            a.log()
-        );
-        agents[i] = Some(start(i as u32 + 1, &new)?);
-        if i != li {
-            // A new-name agent beside the old leader: give it a lease
+        match rollout {
+            Rollout::Restart => {
+                let mut a = agents[i].take().context("running")?;
+                a.signal(libc::SIGTERM);
+                assert_eq!(
+                    a.wait_exit(Duration::from_secs(15))?,
+                    Some(0),
+                    "log:\n{}",
+                    a.log()
+                );
+                renamed(i)?;
+                agents[i] = Some(start(i)?);
+            }
+            Rollout::Reload => {
+                renamed(i)?;
+                let a = agents[i].as_ref().context("running")?;
+                a.wait_log("policy reloaded", Duration::from_secs(5))?;
+            }
+        }
+        if n < 2 {
+            // A new-name agent beside an old-name leader: give it a lease
             // duration to (wrongly) take the new Lease.
             let fenced = agents[i].as_ref().context("running")?;
             fenced.wait_log(
@@ -617,12 +658,23 @@ async fn a_lease_renamed_in_a_rolling_update_never_runs_a_gated_input_twice() ->
             check_across_leases(&all_events(&dirs)?)?;
         }
     }
-    let (next, first_new) = wait_gated_from(
-        &dirs,
-        &[],
-        leader_stopped,
-        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
-    )?;
+    // The first event on the new Lease.
+    let bound = Duration::from_secs(LEASE_S + RETRY_S) + MARGIN;
+    let deadline = std::time::Instant::now() + bound;
+    let (next, first_new) = loop {
+        let evs = all_events(&dirs)?;
+        if let Some(e) = evs
+            .iter()
+            .filter(|e| e.input == "gated" && e.lease.as_deref() == Some("lease-new"))
+            .min_by_key(|e| e.at)
+        {
+            break (e.agent.clone(), e.at);
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!("nobody led the new Lease within {bound:?} of the last rename");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     // Let the new leader run, then judge everything written.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let evs = all_events(&dirs)?;
@@ -633,14 +685,123 @@ async fn a_lease_renamed_in_a_rolling_update_never_runs_a_gated_input_twice() ->
         .map(|r| r.last)
         .max()
         .context("no gated events on the old Lease")?;
-    assert!(
-        rs.iter().any(|r| r.agent == next && r.lease == "lease-new"),
-        "{next} leads on the new Lease: {rs:?}"
-    );
     println!(
-        "rename in a rolling update: last gated event on lease-old to the first on lease-new ({next}): {} ms",
+        "rename ({rollout:?}): the last agent on lease-old renamed at +0 ms, its last gated event there +{} ms, the first on lease-new ({next}) +{} ms: a {} ms gap",
+        (last_old - leader_renamed) / 1000,
+        (first_new - leader_renamed) / 1000,
         (first_new - last_old) / 1000
     );
     assert!(first_new > last_old);
+    // The old name's leader worked to the end: the first two agents on the
+    // new name never did until then.
+    assert!(
+        rs.iter()
+            .filter(|r| r.lease == "lease-old")
+            .all(|r| r.agent == leader),
+        "only {leader} led the old Lease: {rs:?}"
+    );
+    Ok(())
+}
+
+/// The leader alone loses the API server (its connections go through a
+/// proxy that starts dropping everything): it cannot renew, and cannot
+/// write the stopped-term acknowledgement either, so it stops its gated
+/// input at the renew deadline and the others wait out the lease before
+/// one of them takes it — judged from the outputs: no overlap, the old
+/// leader's last gated event before its renew deadline, the next leader's
+/// first one no earlier than a lease duration after the old leader's last
+/// possible renewal. Its node-local input never stops, and once healed it
+/// is a candidate again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_stops_and_the_others_wait_out_its_lease() -> Result<()> {
+    let plane = ControlPlane::shared();
+    let ns = plane.namespace("run-partition").await?;
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("policy.yml");
+    std::fs::write(&path, policy("run-lease", ""))?;
+    let proxy = plane.fault_proxy()?;
+    let via = plane.agent_kubeconfig_via(1, &proxy, dir.path())?;
+    let outs: Vec<_> = (1..=3)
+        .map(|k| dir.path().join(format!("out-{k}")))
+        .collect();
+    let dirs: Vec<&std::path::Path> = outs.iter().map(|p| p.as_path()).collect();
+    // agent-1 (behind the proxy) starts alone, so it leads.
+    let t0 = now_us();
+    let mut agents = vec![AgentProc::start(&path, &via, 1, ns.name(), &outs[0])?];
+    let (leader, _) = wait_gated_from(&dirs, &[], t0, Duration::from_secs(LEASE_S) + MARGIN)?;
+    assert_eq!(leader, "agent-1");
+    for k in 2..=3 {
+        agents.push(AgentProc::start(
+            &path,
+            &plane.agent_kubeconfig(k),
+            k,
+            ns.name(),
+            &outs[k as usize - 1],
+        )?);
+    }
+    // Both followers see agent-1 hold the Lease before the cut.
+    for a in &agents[1..] {
+        a.wait_log("following", Duration::from_secs(LEASE_S) + MARGIN)?;
+    }
+    let cut = now_us();
+    proxy.blackhole();
+    let (next, first_new) = wait_gated_from(
+        &dirs,
+        &["agent-1"],
+        cut,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    let evs = all_events(&dirs)?;
+    let rs = check_one_at_a_time(&evs, "gated")?;
+    let old_last = last_gated_before(&evs, "agent-1", cut)?;
+    println!(
+        "partitioned leader: its last gated event {} ms after the cut, {next}'s first {} ms after the cut",
+        (old_last - cut) / 1000,
+        (first_new - cut) / 1000
+    );
+    // agent-1 renewed at most one retry period before the cut, so its
+    // term ends (renew deadline) within RENEW_S of the cut...
+    assert!(
+        old_last <= cut + Duration::from_secs(RENEW_S).as_micros() as i64 + 250_000,
+        "agent-1 worked {} ms after the cut",
+        (old_last - cut) / 1000
+    );
+    // ...and nobody may take the Lease before it expired for them: no
+    // shortcut without the old leader's acknowledgement.
+    let wait_floor = Duration::from_secs(LEASE_S - RETRY_S).as_micros() as i64;
+    assert!(
+        first_new - cut >= wait_floor,
+        "{next} led {} ms after the cut, before agent-1's lease could expire",
+        (first_new - cut) / 1000
+    );
+    assert!(rs.iter().any(|r| r.agent == next));
+    // agent-1's node-local input ran through the partition.
+    let to = now_us() - 200_000;
+    let gap = largest_gap(&evs, "agent-1", "local", cut, to);
+    assert!(
+        gap < 1_000_000,
+        "agent-1's node-local events stopped for {} ms",
+        gap / 1000
+    );
+    // Healed, it stays a candidate: stop the others and it leads.
+    proxy.heal();
+    for a in agents.iter_mut().skip(1) {
+        a.signal(libc::SIGTERM);
+        assert_eq!(
+            a.wait_exit(Duration::from_secs(15))?,
+            Some(0),
+            "log:\n{}",
+            a.log()
+        );
+    }
+    let healed = now_us();
+    let (again, _) = wait_gated_from(
+        &dirs,
+        &[],
+        healed,
+        Duration::from_secs(LEASE_S + RETRY_S) + MARGIN,
+    )?;
+    assert_eq!(again, "agent-1", "the healed agent leads again");
+    check_one_at_a_time(&all_events(&dirs)?, "gated")?;
     Ok(())
 }

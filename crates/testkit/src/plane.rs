@@ -263,6 +263,23 @@ impl ControlPlane {
         Ok(self.ksm.get_or_init(|| ksm))
     }
 
+    /// A kubeconfig file of agent `k` (written into `dir`) whose every
+    /// connection goes through `proxy`, for an agent process cut off alone.
+    pub fn agent_kubeconfig_via(&self, k: u32, proxy: &FaultProxy, dir: &Path) -> Result<PathBuf> {
+        let text = std::fs::read_to_string(self.agent_kubeconfig(k))?;
+        let mut kc: serde_json::Value =
+            serde_json::from_str(&text).context("the agent kubeconfig is JSON")?;
+        let clusters = kc["clusters"]
+            .as_array_mut()
+            .context("clusters in the agent kubeconfig")?;
+        for c in clusters {
+            c["cluster"]["server"] = format!("https://{}", proxy.addr()).into();
+        }
+        let path = dir.join(format!("agent-{k}-via-proxy.kubeconfig"));
+        std::fs::write(&path, serde_json::to_vec(&kc)?)?;
+        Ok(path)
+    }
+
     /// A fault-injecting TCP proxy in front of this API server.
     pub fn fault_proxy(&self) -> Result<FaultProxy> {
         FaultProxy::start(self.apiserver_addr())

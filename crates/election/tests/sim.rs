@@ -13,6 +13,7 @@
 //! duration, transitions + 1), shortens its duration to 1..=ceil(D)
 //! seconds, drops its transitions, overwrites the holder with another
 //! candidate's identity or a name nobody runs (every other field kept).
+//! Candidates have acquisition paused for a while (the rename fence).
 //! A leader whose term such an edit ended acknowledges its stopped work on
 //! the Lease (kept there as the API server keeps an annotation), and the
 //! candidate the record names may then take it at once. Leader-only work takes a while to stop
@@ -161,6 +162,7 @@ fn randomized_fault_schedules_keep_safety_liveness_and_candidacy() {
     if count >= 1000 {
         let exercised = [
             ("watchdog firings during stalls", stats.watchdogs),
+            ("acquisition pauses", stats.pauses),
             ("abandoned works", stats.abandoned),
             ("terms led again after abandoned work", stats.relead),
             (

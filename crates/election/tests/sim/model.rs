@@ -188,6 +188,10 @@ pub enum Fault {
     StallEnd(u64),
     /// The driver's watchdog instant of the leader stalled by stall `id`.
     Watchdog(u64),
+    /// Acquisition paused for a while (the rename fence saw another Lease
+    /// of the election held), then resumed for the same instance.
+    Pause(u64),
+    Resume(u64),
 }
 
 /// An edit of the Lease by someone who is not a candidate.

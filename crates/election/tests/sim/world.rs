@@ -90,6 +90,8 @@ struct Cand {
 pub struct Stats {
     pub step_ups: u64,
     pub stalls: u64,
+    /// Acquisition pauses (the rename fence).
+    pub pauses: u64,
     pub watchdogs: u64,
     pub abandoned: u64,
     pub relead: u64,
@@ -114,6 +116,7 @@ impl Stats {
     pub fn add(&mut self, o: &Stats) {
         self.step_ups += o.step_ups;
         self.stalls += o.stalls;
+        self.pauses += o.pauses;
         self.watchdogs += o.watchdogs;
         self.abandoned += o.abandoned;
         self.relead += o.relead;
@@ -135,10 +138,11 @@ impl Stats {
     pub fn summary(&self) -> String {
         let t = &self.third;
         format!(
-            "{} step-ups; {} stalls ({} watchdog firings); {} works abandoned, {} terms led again after, {} rejoin phases; third-party edits applied: {} deletes ({} skipped), {} clears, {} intruders, {} shortened durations ({} below the work's stop time, {} skipped), {} dropped transitions, {} holders overwritten; {} stopped terms acknowledged; {} fencing writes; {} shutdowns right after an acquire ({} connections cut); {} stops checked against the Lease",
+            "{} step-ups; {} stalls ({} watchdog firings); {} acquisition pauses; {} works abandoned, {} terms led again after, {} rejoin phases; third-party edits applied: {} deletes ({} skipped), {} clears, {} intruders, {} shortened durations ({} below the work's stop time, {} skipped), {} dropped transitions, {} holders overwritten; {} stopped terms acknowledged; {} fencing writes; {} shutdowns right after an acquire ({} connections cut); {} stops checked against the Lease",
             self.step_ups,
             self.stalls,
             self.watchdogs,
+            self.pauses,
             self.abandoned,
             self.relead,
             self.rejoins,
@@ -282,7 +286,8 @@ impl Sim {
             let c = sim.rng.range(0, sim.p.n as u64) as usize;
             let at = sim.rng.range(0, sim.p.fault_end);
             let len = sim.rng.range(S / 10, dn * 2);
-            let f = match sim.rng.range(0, 9) {
+            let f = match sim.rng.range(0, 10) {
+                9 => Fault::Pause(len),
                 0 | 1 => Fault::Partition(len),
                 2 => Fault::Crash,
                 3 => Fault::Shutdown,
@@ -1183,6 +1188,17 @@ impl Sim {
                     let at = self.true_of(c, d).max(self.now);
                     self.push(at, Ev::Fault(c, Fault::Watchdog(id)));
                 }
+            }
+            Fault::Pause(len) if live => {
+                self.trouble(c);
+                self.stats.pauses += 1;
+                self.input(c, inst, Input::PauseAcquisition(true));
+                let at = (self.now + len).min(self.p.fault_end).max(self.now);
+                self.push(at, Ev::Fault(c, Fault::Resume(inst)));
+            }
+            Fault::Resume(paused) => {
+                self.trouble(c);
+                self.input(c, paused, Input::PauseAcquisition(false));
             }
             Fault::Watchdog(id) if self.cands[c].stall == Some(id) => {
                 let cand = &mut self.cands[c];

@@ -165,8 +165,10 @@ fn blocking(key: &str, o: &Observed, since: Instant, now: Instant) -> Option<Blo
     })
 }
 
-/// What the fence can see, decided once: the whole cluster (a renamed
-/// namespace is fenced too), only our namespace, or nothing.
+/// One elector's fence: its siblings as seen so far and the client that
+/// lists and watches them. The scope is decided once, at start: the whole
+/// cluster (a renamed namespace is fenced too), only our namespace, or
+/// nothing (no rights: the fence is off and says so).
 #[derive(Clone)]
 pub(crate) struct FenceRuntime {
     fence: Fence,

@@ -60,13 +60,7 @@ async fn sigterm_of_the_leader_hands_over_within_a_second() -> Result<()> {
     let i = Cluster::index(&leader);
     let mut a = c.agents[i].take().unwrap();
     let signalled = now_us();
-    a.signal(libc::SIGTERM);
-    assert_eq!(
-        a.wait_exit(Duration::from_secs(15))?,
-        Some(0),
-        "log:\n{}",
-        a.log()
-    );
+    a.stop_cleanly()?;
     let evs = c.events()?;
     let term = term_of(&check_one_at_a_time(&evs, "gated")?, &leader)?;
     let last_old = last_gated_of(&evs, &leader, term).unwrap_or(signalled);
@@ -327,13 +321,7 @@ async fn sigterm_ships_every_printed_line_releases_the_lease_and_exits_0() -> Re
     let mut c = Cluster::start(plane, "run-flush", 1, Some(text)).await?;
     c.current_leader()?;
     let mut a = c.agents[0].take().unwrap();
-    a.signal(libc::SIGTERM);
-    assert_eq!(
-        a.wait_exit(Duration::from_secs(15))?,
-        Some(0),
-        "log:\n{}",
-        a.log()
-    );
+    a.stop_cleanly()?;
     let evs = c.events()?;
     for input in ["gated", "local"] {
         let side = std::fs::read_to_string(format!("{}.{input}", c.outs[0].display()))?;
@@ -630,13 +618,7 @@ async fn rename(rollout: Rollout, prefix: &str) -> Result<()> {
         match rollout {
             Rollout::Restart => {
                 let mut a = agents[i].take().context("running")?;
-                a.signal(libc::SIGTERM);
-                assert_eq!(
-                    a.wait_exit(Duration::from_secs(15))?,
-                    Some(0),
-                    "log:\n{}",
-                    a.log()
-                );
+                a.stop_cleanly()?;
                 renamed(i)?;
                 agents[i] = Some(start(i)?);
             }
@@ -786,13 +768,7 @@ async fn a_partitioned_leader_stops_and_the_others_wait_out_its_lease() -> Resul
     // Healed, it stays a candidate: stop the others and it leads.
     proxy.heal();
     for a in agents.iter_mut().skip(1) {
-        a.signal(libc::SIGTERM);
-        assert_eq!(
-            a.wait_exit(Duration::from_secs(15))?,
-            Some(0),
-            "log:\n{}",
-            a.log()
-        );
+        a.stop_cleanly()?;
     }
     let healed = now_us();
     let (again, _) = wait_gated_from(

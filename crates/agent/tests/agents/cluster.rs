@@ -157,15 +157,7 @@ impl<'p> Cluster<'p> {
             }
             let i = Self::index(&leader);
             let mut a = self.agents[i].take().context("leader not running")?;
-            a.signal(libc::SIGTERM);
-            let code = a.wait_exit(Duration::from_secs(15))?;
-            if code != Some(0) {
-                bail!(
-                    "{} exited with {code:?} after SIGTERM; log:\n{}",
-                    a.name,
-                    a.log()
-                );
-            }
+            a.stop_cleanly()?;
             stopped.push(leader);
         }
         bail!("{name} never led again")

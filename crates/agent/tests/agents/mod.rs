@@ -164,6 +164,21 @@ impl AgentProc {
         })
     }
 
+    /// Sends SIGTERM and requires a clean exit (code 0) within 15 s; the
+    /// error carries the agent's log.
+    pub fn stop_cleanly(&mut self) -> Result<()> {
+        self.signal(libc::SIGTERM);
+        let code = self.wait_exit(Duration::from_secs(15))?;
+        if code != Some(0) {
+            bail!(
+                "{} exited with {code:?} after SIGTERM; log:\n{}",
+                self.name,
+                self.log()
+            );
+        }
+        Ok(())
+    }
+
     /// Waits until the monitoring server is up and learns its address.
     pub fn wait_ready(&mut self) -> Result<()> {
         let agent = self;

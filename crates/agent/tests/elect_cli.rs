@@ -72,6 +72,14 @@ fn misconfigurations_exit_2_naming_what_is_wrong() {
     }
     let err = elect_rejects(&base(&["--lease", "l", "--namespace", ""]));
     assert!(err.contains("--namespace: invalid namespace"), "{err}");
+    for fleet in ["a b", "-x", "my/fleet"] {
+        let flag = format!("--fleet={fleet}");
+        let err = elect_rejects(&base(&["--lease", "l", &flag]));
+        assert!(
+            err.contains("invalid --fleet (LEASEHOLD_FLEET)") && err.contains("label value"),
+            "{fleet}: {err}"
+        );
+    }
     for timings in [["3ms", "2ms", "1ms"], ["15ms", "10ms", "2ms"]] {
         let err = elect_rejects(&base(&[
             "--lease",

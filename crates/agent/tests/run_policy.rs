@@ -74,6 +74,30 @@ fn wait_input(out: &Path, input: &str, after: i64, within: Duration) -> Result<i
     }
 }
 
+/// A fleet name that cannot be a label value is refused at start, named.
+#[test]
+fn an_invalid_fleet_exits_2_naming_the_flag() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        "outputs:\n  default: {type: console}\ninputs:\n  - id: a\n    type: exec\n    command: [echo, hi]\n",
+    )?;
+    let out = Command::new(binary())
+        .args(["run", "-c"])
+        .arg(&policy)
+        .env("LEASEHOLD_FLEET", "my fleet")
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid --fleet (LEASEHOLD_FLEET) \"my fleet\"")
+            && err.contains("label value"),
+        "{err}"
+    );
+    Ok(())
+}
+
 #[test]
 fn a_bad_policy_at_start_exits_2_listing_every_problem() -> Result<()> {
     let dir = tempfile::tempdir()?;

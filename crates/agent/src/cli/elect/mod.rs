@@ -53,6 +53,12 @@ pub struct ElectArgs {
     /// Do not release the lease on shutdown.
     #[arg(long)]
     pub no_release: bool,
+    /// Label the Lease with this fleet (and `leasehold.dev/election:
+    /// default`) and keep out while another Lease with the same labels is
+    /// held, so a renamed `--lease` never runs the command twice during a
+    /// rollout. Needs list and watch on leases. Unset: no fence.
+    #[arg(long, value_name = "NAME", env = "LEASEHOLD_FLEET")]
+    pub fleet: Option<String>,
     /// Failures in a row of the command while leading (it is restarted
     /// with backoff in between) before the lease is handed over and left
     /// to other candidates for twice the lease duration; 0 never hands it
@@ -96,6 +102,12 @@ pub fn run(args: &ElectArgs) -> i32 {
     }
     if let Err(e) = names::validate_namespace(&namespace) {
         eprintln!("leasehold elect: --namespace: {e}");
+        return 2;
+    }
+    if let Some(f) = args.fleet.as_deref().filter(|f| !f.is_empty())
+        && let Err(e) = names::validate_label_value("--fleet (LEASEHOLD_FLEET)", f)
+    {
+        eprintln!("leasehold elect: {e}");
         return 2;
     }
     // Orphans of a command tree whose keeper died come to elect, not init.
@@ -177,6 +189,12 @@ async fn elect(
         .timings(timings)
         .release_on_shutdown(!args.no_release)
         .on_state(move |change: &StateChange| hook.report(&change.state, change.at));
+    if let Some(fleet) = args.fleet.clone().filter(|f| !f.is_empty()) {
+        builder = builder.fence(leasehold_election::Fence {
+            fleet,
+            election: "default".into(),
+        });
+    }
     let resigner: Arc<std::sync::OnceLock<leasehold_election::Resigner>> = Arc::default();
     if !args.command.is_empty() {
         // SIGKILL well inside lease_duration − renew_deadline; elect itself

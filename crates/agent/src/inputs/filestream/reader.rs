@@ -22,8 +22,23 @@ use super::settings::StreamSettings;
 use crate::pipeline::ack::Ack;
 use crate::pipeline::publisher::{EventSink, Refused, payload_fields};
 
-/// Bytes read at once.
+/// Bytes read at once, at most.
 const CHUNK: usize = 64 * 1024;
+
+/// How much to read from `file` at `at`: what it holds past `at`, up to
+/// [`CHUNK`]. A small file gets a small buffer and a file read to its end
+/// none, so a thousand files followed at once do not each take a whole
+/// chunk at every poll (the blocking threads' allocator arenas keep what
+/// they once held). Anything but a regular file (its size says nothing)
+/// gets a whole chunk.
+fn read_size(file: &std::fs::File, at: u64) -> usize {
+    match file.metadata() {
+        Ok(m) if m.is_file() => {
+            usize::try_from(m.len().saturating_sub(at)).map_or(CHUNK, |left| left.min(CHUNK))
+        }
+        _ => CHUNK,
+    }
+}
 
 /// Why a reader stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,8 +148,12 @@ impl Reader {
             let expect = after_pause.then(|| self.cursor.lock().fingerprint);
             let (buf, read, rewritten) = tokio::task::spawn_blocking(move || {
                 let rewritten = expect.is_some_and(|fp| !fp.matches(&file).unwrap_or(true));
-                let mut buf = vec![0u8; CHUNK];
-                let r = file.read_at(&mut buf, at);
+                let mut buf = vec![0u8; read_size(&file, at)];
+                let r = if buf.is_empty() {
+                    Ok(0)
+                } else {
+                    file.read_at(&mut buf, at)
+                };
                 (buf, r, rewritten)
             })
             .await
@@ -434,6 +453,23 @@ fn parse_time(t: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_takes_what_the_file_holds_up_to_a_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        std::fs::write(&path, vec![b'x'; 10_000]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        assert_eq!(read_size(&f, 0), 10_000);
+        assert_eq!(read_size(&f, 9_000), 1_000);
+        assert_eq!(read_size(&f, 10_000), 0, "read to its end: no buffer");
+        assert_eq!(read_size(&f, 20_000), 0, "truncated below the offset");
+        std::fs::write(&path, vec![b'x'; 3 * CHUNK]).unwrap();
+        assert_eq!(read_size(&f, 0), CHUNK);
+        // A device's size says nothing: a whole chunk.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(read_size(&null, 0), CHUNK);
+    }
 
     #[test]
     fn record_times_keep_microseconds() {

@@ -123,20 +123,20 @@ pub fn run(args: &RunArgs) -> i32 {
         statics.agent = providers::agent(&statics.fields.id, &identity);
         statics.fields.name = identity;
     }
+    let fleet = match super::fleet_arg(args.fleet.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let opts = RunOptions {
         policy_path: args.config.clone(),
         http,
         kubeconfig: args.kubeconfig.clone(),
         data_path: args.data_path.clone(),
-        fleet: args.fleet.clone().filter(|f| !f.is_empty()),
+        fleet,
     };
-    if let Some(f) = &opts.fleet
-        && let Err(e) =
-            leasehold_election::names::validate_label_value("--fleet (LEASEHOLD_FLEET)", f)
-    {
-        eprintln!("error: {e}");
-        return 2;
-    }
     let code = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -194,6 +194,10 @@ impl FenceRuntime {
         }
     }
 
+    fn siblings(&self) -> std::sync::MutexGuard<'_, Siblings> {
+        self.siblings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn api(&self, cluster: bool) -> Api<DynamicObject> {
         if cluster {
             Api::all_with(self.client.clone(), &lease_resource())
@@ -240,7 +244,7 @@ impl FenceRuntime {
                 ));
             }
         };
-        let mut s = self.siblings.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.siblings();
         let now = Instant::now();
         let judged = s.judge(now, &listed);
         for (k, o) in listed {
@@ -299,13 +303,10 @@ impl FenceRuntime {
         let mut paused = false;
         let mut listing: Vec<String> = Vec::new();
         let mut last_error: Option<String> = None;
+        // Until when the current blocker keeps us out: judged again then,
+        // if no event came first.
+        let mut wake: Option<Instant> = None;
         loop {
-            let wake = self
-                .siblings
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .blocker(Instant::now())
-                .map(|b| b.until);
             let sleep = async {
                 match wake {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -330,11 +331,8 @@ impl FenceRuntime {
                 },
                 () = sleep => {}
             }
-            let blocker = self
-                .siblings
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .blocker(Instant::now());
+            let blocker = self.siblings().blocker(Instant::now());
+            wake = blocker.as_ref().map(|b| b.until);
             if blocker.is_some() != paused {
                 paused = blocker.is_some();
                 match &blocker {
@@ -359,7 +357,7 @@ impl FenceRuntime {
 
     fn apply(&self, ev: watcher::Event<DynamicObject>, listing: &mut Vec<String>) {
         let now = Instant::now();
-        let mut s = self.siblings.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.siblings();
         match ev {
             watcher::Event::Init => listing.clear(),
             watcher::Event::InitApply(o) => {

@@ -104,12 +104,13 @@ pub fn run(args: &ElectArgs) -> i32 {
         eprintln!("leasehold elect: --namespace: {e}");
         return 2;
     }
-    if let Some(f) = args.fleet.as_deref().filter(|f| !f.is_empty())
-        && let Err(e) = names::validate_label_value("--fleet (LEASEHOLD_FLEET)", f)
-    {
-        eprintln!("leasehold elect: {e}");
-        return 2;
-    }
+    let fleet = match super::fleet_arg(args.fleet.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("leasehold elect: {e}");
+            return 2;
+        }
+    };
     // Orphans of a command tree whose keeper died come to elect, not init.
     if !args.command.is_empty()
         && let Err(e) = procs::become_subreaper()
@@ -135,7 +136,9 @@ pub fn run(args: &ElectArgs) -> i32 {
         .build()
     {
         Ok(rt) => {
-            let code = rt.block_on(elect(args, timings, identity, namespace, &lines, &logs));
+            let code = rt.block_on(elect(
+                args, timings, identity, namespace, fleet, &lines, &logs,
+            ));
             // Exit promptly once `stopped` is out: no waiting on tasks or
             // blocking threads that are still winding down.
             rt.shutdown_timeout(Duration::from_millis(50));
@@ -162,6 +165,7 @@ async fn elect(
     timings: Timings,
     identity: String,
     namespace: String,
+    fleet: Option<String>,
     lines: &Arc<pump::Pump>,
     logs: &pump::Pump,
 ) -> i32 {
@@ -189,7 +193,7 @@ async fn elect(
         .timings(timings)
         .release_on_shutdown(!args.no_release)
         .on_state(move |change: &StateChange| hook.report(&change.state, change.at));
-    if let Some(fleet) = args.fleet.clone().filter(|f| !f.is_empty()) {
+    if let Some(fleet) = fleet {
         builder = builder.fence(leasehold_election::Fence {
             fleet,
             election: "default".into(),

@@ -165,10 +165,19 @@ fn blocking(key: &str, o: &Observed, since: Instant, now: Instant) -> Option<Blo
     })
 }
 
+/// Where the fence may see its siblings, decided once at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every namespace: a renamed namespace is fenced too.
+    Cluster,
+    /// Only the elector's own namespace.
+    Namespace,
+    /// Nowhere (no rights): the fence is off.
+    Off,
+}
+
 /// One elector's fence: its siblings as seen so far and the client that
-/// lists and watches them. The scope is decided once, at start: the whole
-/// cluster (a renamed namespace is fenced too), only our namespace, or
-/// nothing (no rights: the fence is off and says so).
+/// lists and watches them (in the [`Scope`] decided at start).
 #[derive(Clone)]
 pub(crate) struct FenceRuntime {
     fence: Fence,
@@ -198,11 +207,13 @@ impl FenceRuntime {
         self.siblings.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn api(&self, cluster: bool) -> Api<DynamicObject> {
-        if cluster {
-            Api::all_with(self.client.clone(), &lease_resource())
-        } else {
-            Api::namespaced_with(self.client.clone(), &self.namespace, &lease_resource())
+    /// The Leases of `scope` (never called with [`Scope::Off`]).
+    fn api(&self, scope: Scope) -> Api<DynamicObject> {
+        match scope {
+            Scope::Cluster => Api::all_with(self.client.clone(), &lease_resource()),
+            Scope::Namespace | Scope::Off => {
+                Api::namespaced_with(self.client.clone(), &self.namespace, &lease_resource())
+            }
         }
     }
 
@@ -211,32 +222,32 @@ impl FenceRuntime {
     }
 
     /// Lists the siblings with a quorum read: `Ok` with them, or why not.
-    async fn list(&self, cluster: bool) -> Result<Vec<(String, Observed)>, kube::Error> {
-        let list = self.api(cluster).list(&self.params()).await?;
+    async fn list(&self, scope: Scope) -> Result<Vec<(String, Observed)>, kube::Error> {
+        let list = self.api(scope).list(&self.params()).await?;
         Ok(list.items.iter().map(keyed).collect())
     }
 
-    /// Which scope we may list: the cluster, else our namespace; `None`
-    /// when neither is allowed (the fence is off, and says so).
-    async fn scope(&self) -> Result<Option<bool>, kube::Error> {
-        for cluster in [true, false] {
-            match self.list(cluster).await {
-                Ok(_) => return Ok(Some(cluster)),
+    /// Which scope we may list: the cluster, else our namespace, else
+    /// [`Scope::Off`] (the fence then says so).
+    async fn scope(&self) -> Result<Scope, kube::Error> {
+        for scope in [Scope::Cluster, Scope::Namespace] {
+            match self.list(scope).await {
+                Ok(_) => return Ok(scope),
                 Err(e) if classify(&e) == ApiOutcome::Failed(Failure::Forbidden) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(None)
+        Ok(Scope::Off)
     }
 
     /// Called by a new leader after its acquiring write, before its work:
     /// `Err` names the sibling it must leave the work to (or why the
     /// siblings could not be read, which counts as held).
-    pub(crate) async fn confirm(&self, cluster: Option<bool>) -> Result<(), String> {
-        let Some(cluster) = cluster else {
+    pub(crate) async fn confirm(&self, scope: Scope) -> Result<(), String> {
+        if scope == Scope::Off {
             return Ok(());
-        };
-        let listed = match self.list(cluster).await {
+        }
+        let listed = match self.list(scope).await {
             Ok(l) => l,
             Err(e) => {
                 return Err(format!(
@@ -265,7 +276,7 @@ impl FenceRuntime {
     pub(crate) async fn watch(
         self,
         inputs: UnboundedSender<Input>,
-        scope_tx: tokio::sync::watch::Sender<Option<Option<bool>>>,
+        scope_tx: tokio::sync::watch::Sender<Option<Scope>>,
     ) {
         let what = format!(
             "Leases labelled {} (renames of {}/{})",
@@ -273,32 +284,32 @@ impl FenceRuntime {
             self.namespace,
             self.lease
         );
-        let cluster = loop {
+        let scope = loop {
             match self.scope().await {
-                Ok(Some(c)) => break c,
-                Ok(None) => {
+                Ok(Scope::Off) => {
                     tracing::warn!(
                         "cannot list {what}, neither in the cluster nor in namespace {}: renaming this Lease while agents run is not fenced (grant list and watch on leases)",
                         self.namespace
                     );
-                    let _ = scope_tx.send(Some(None));
+                    let _ = scope_tx.send(Some(Scope::Off));
                     return;
                 }
+                Ok(s) => break s,
                 Err(e) => {
                     tracing::debug!("listing {what} failed ({e}); retrying");
                     tokio::time::sleep(RETRY).await;
                 }
             }
         };
-        if !cluster {
+        if scope == Scope::Namespace {
             tracing::info!(
                 "may list {what} only in namespace {}: a change of the election's namespace is not fenced (grant list and watch on leases in a ClusterRole for that)",
                 self.namespace
             );
         }
-        let _ = scope_tx.send(Some(Some(cluster)));
+        let _ = scope_tx.send(Some(scope));
         let config = watcher::Config::default().labels(&self.fence.selector());
-        let stream = watcher(self.api(cluster), config);
+        let stream = watcher(self.api(scope), config);
         futures_util::pin_mut!(stream);
         let mut paused = false;
         let mut listing: Vec<String> = Vec::new();

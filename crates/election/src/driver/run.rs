@@ -49,9 +49,9 @@ struct Run {
     watch_task: Option<JoinHandle<()>>,
     leader: Option<LedTerm>,
     /// The rename fence's sibling watch, and the scope it may list (`None`
-    /// until known; then `Some(None)` when it may list nothing).
+    /// until known).
     fence_task: Option<JoinHandle<()>>,
-    fence_scope: watch::Receiver<Option<Option<bool>>>,
+    fence_scope: watch::Receiver<Option<super::fence::Scope>>,
     /// When the last term's work was cancelled (by the watchdog, if it
     /// fired first), reported as the instant leading stopped.
     stepped_down_at: Option<SystemTime>,
@@ -73,7 +73,7 @@ pub(crate) fn now_wall() -> WallTime {
 /// the term is handed back without working.
 async fn fenced(
     fence: super::fence::FenceRuntime,
-    mut scope: watch::Receiver<Option<Option<bool>>>,
+    mut scope: watch::Receiver<Option<super::fence::Scope>>,
     work: Option<futures_util::future::BoxFuture<'static, ()>>,
     token: CancellationToken,
     inputs: mpsc::UnboundedSender<Input>,
@@ -81,7 +81,8 @@ async fn fenced(
     lease: String,
 ) {
     let known = tokio::select! {
-        known = scope.wait_for(Option::is_some) => known.ok().and_then(|k| *k).flatten(),
+        // A closed channel (the watch ended with the election) leaves nothing to fence against.
+        known = scope.wait_for(Option::is_some) => known.ok().and_then(|k| *k).unwrap_or(super::fence::Scope::Off),
         () = token.cancelled() => return,
     };
     let confirmed = tokio::select! {

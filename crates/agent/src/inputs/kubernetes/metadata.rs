@@ -24,6 +24,9 @@ pub struct Metadata {
     stores: Arc<OnceLock<Stores>>,
     /// Turns true when `stores` is set.
     connected: tokio::sync::watch::Receiver<bool>,
+    /// Whether [`Metadata::ready`] gave up once already (said once, not
+    /// by every stream).
+    late: std::sync::atomic::AtomicBool,
 }
 
 /// The caches, and the client the per-node caches use.
@@ -83,7 +86,11 @@ impl Metadata {
             });
             let _ = tell.send(true);
         });
-        Metadata { stores, connected }
+        Metadata {
+            stores,
+            connected,
+            late: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// Waits, at most `limit`, until the first list of pods, nodes and
@@ -104,7 +111,9 @@ impl Metadata {
                 st.namespaces.wait_until_ready()
             );
         };
-        if tokio::time::timeout(limit, wait).await.is_err() {
+        if tokio::time::timeout(limit, wait).await.is_err()
+            && !self.late.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
             tracing::warn!(
                 "add_metadata: pods, nodes and namespaces not listed within {limit:?}; documents go out without their labels until they are"
             );

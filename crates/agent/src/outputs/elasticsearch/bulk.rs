@@ -155,7 +155,35 @@ pub enum Outcome {
 #[derive(Deserialize)]
 struct Response {
     #[serde(default)]
-    items: Vec<std::collections::HashMap<String, Item>>,
+    items: Vec<Action>,
+}
+
+/// One item of the answer: `{"<action>": {status, error}}`, read without
+/// keeping the action's name.
+struct Action(Item);
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Action;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a bulk item: an object with one action")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Action, A::Error> {
+                let mut item = None;
+                while m.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                    let it: Item = m.next_value()?;
+                    item.get_or_insert(it);
+                }
+                Ok(Action(item.unwrap_or(Item {
+                    status: 0,
+                    error: None,
+                })))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 #[derive(Deserialize)]
@@ -168,7 +196,9 @@ struct Item {
 
 /// Judges a 2xx `_bulk` answer for a request of `sent` documents, one
 /// outcome per document in request order. An answer whose item count does
-/// not match is an error (nothing is known to be written).
+/// not match is an error (nothing is known to be written). Only `status`
+/// and `error` of each item are read, so the answer may be filtered to
+/// them (`filter_path`).
 pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
     let r: Response = serde_json::from_slice(answer)
         .map_err(|e| format!("the _bulk answer is not the expected JSON: {e}"))?;
@@ -180,11 +210,7 @@ pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
     }
     Ok(r.items
         .into_iter()
-        .map(|m| {
-            let item = m.into_values().next();
-            let (status, error) = item.map_or((0, None), |i| (i.status, i.error));
-            classify(status, error.as_ref())
-        })
+        .map(|Action(i)| classify(i.status, i.error.as_ref()))
         .collect())
 }
 
@@ -297,6 +323,24 @@ mod tests {
             3,
             "written, duplicate and dropped are settled"
         );
+    }
+
+    #[test]
+    fn a_filtered_answer_is_judged_like_a_whole_one() {
+        // `filter_path=errors,items.*.status,items.*.error`, as sent.
+        let answer = br#"{"errors":true,"items":[{"create":{"status":201}},{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"exists"}}},{"create":{"status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}}]}"#;
+        let out = judge(answer, 3).unwrap();
+        assert_eq!(out[0], Outcome::Written);
+        assert_eq!(out[1], Outcome::Duplicate);
+        assert!(
+            matches!(&out[2], Outcome::Retry { status: 429, reason } if reason.contains("queue full"))
+        );
+        // An item without a status is not known to be written.
+        let answer = br#"{"errors":false,"items":[{"create":{}}]}"#;
+        assert!(matches!(
+            judge(answer, 1).unwrap()[0],
+            Outcome::Retry { status: 0, .. }
+        ));
     }
 
     #[test]

@@ -61,7 +61,15 @@ const FILE_KEYS: [&str; 5] = [
     "permissions",
 ];
 /// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
-const CONTAINER_KEYS: [&str; 6] = ["queue", "queue.mem", "queue.disk", "ssl", "backoff", "tls"];
+const CONTAINER_KEYS: [&str; 7] = [
+    "queue",
+    "queue.mem",
+    "queue.disk",
+    "ssl",
+    "backoff",
+    "tls",
+    "sending_queue",
+];
 
 /// One configured output.
 #[derive(Debug, Clone, PartialEq, Eq)]

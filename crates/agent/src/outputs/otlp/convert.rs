@@ -72,8 +72,7 @@ pub fn convert(lines: &[&[u8]], now_ns: u64) -> Converted {
         let time = doc
             .get("@timestamp")
             .and_then(Value::as_str)
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .map_or(0, |t| u64::try_from(t.as_nanosecond()).unwrap_or(0));
+            .map_or(0, parse_time);
         let is_metric = doc
             .get("data_stream")
             .and_then(|d| d.get("type"))
@@ -251,8 +250,16 @@ fn flatten<'a>(prefix: &str, map: &'a Map<String, Value>, out: &mut Vec<(String,
     }
 }
 
+/// An RFC 3339 `@timestamp` in nanoseconds since the epoch; 0 (unset)
+/// when it is not one.
+pub(super) fn parse_time(t: &str) -> u64 {
+    t.parse::<jiff::Timestamp>()
+        .ok()
+        .map_or(0, |t| u64::try_from(t.as_nanosecond()).unwrap_or(0))
+}
+
 /// A JSON value as an OTLP value; `null` has none.
-fn any(v: &Value) -> Option<AnyValue> {
+pub(super) fn any(v: &Value) -> Option<AnyValue> {
     let value = match v {
         Value::Null => return None,
         Value::Bool(b) => any_value::Value::BoolValue(*b),
@@ -269,7 +276,7 @@ fn any(v: &Value) -> Option<AnyValue> {
     Some(AnyValue { value: Some(value) })
 }
 
-fn string(s: String) -> AnyValue {
+pub(super) fn string(s: String) -> AnyValue {
     AnyValue {
         value: Some(any_value::Value::StringValue(s)),
     }

@@ -9,16 +9,19 @@
 //! `convert` for how events map to OTLP.
 
 mod convert;
+mod encode;
 pub mod settings;
 mod transport;
 
 use std::io;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 
 use super::queue::{Batch, Sink};
 use crate::redact::Redactor;
+use encode::{LogsEncoder, Pushed};
 pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
@@ -28,6 +31,8 @@ pub(super) struct OtlpSink {
     endpoint: String,
     transport: Transport,
     bulk_max_size: usize,
+    /// Export requests in flight at once.
+    num_consumers: usize,
     backoff: (Duration, Duration),
     /// Keeps the output's credentials out of its errors.
     redactor: Redactor,
@@ -43,10 +48,89 @@ impl OtlpSink {
             endpoint: settings.endpoint.clone(),
             transport,
             bulk_max_size: settings.bulk_max_size.max(1),
+            num_consumers: settings.num_consumers.max(1),
             backoff: (settings.backoff_init, settings.backoff_max),
             redactor: settings.redactor(),
         })
     }
+}
+
+/// One export request of a batch and what became of it.
+struct Part {
+    /// The pending lines it carried (indexes in the batch's pending ones).
+    lines: Vec<usize>,
+    /// What the receiver counts of it: records, or data points.
+    units: usize,
+    what: &'static str,
+    sent: Sent,
+}
+
+/// Exports the lines of `chunk` (pending lines `start..`): log records
+/// encoded straight from their lines (`encode`), metric documents
+/// converted into data points (`convert`); one request for each kind
+/// present.
+async fn export_chunk(
+    transport: &Transport,
+    chunk: &[Vec<u8>],
+    start: usize,
+    now_ns: u64,
+) -> Vec<Part> {
+    let mut logs = LogsEncoder::default();
+    let mut log_lines = Vec::new();
+    let mut metric_docs = Vec::new();
+    for (k, line) in chunk.iter().enumerate() {
+        match logs.push(line, now_ns) {
+            Pushed::Record => log_lines.push(start + k),
+            Pushed::Metric => metric_docs.push(k),
+        }
+    }
+    let mut metrics = None;
+    if !metric_docs.is_empty() {
+        let lines: Vec<&[u8]> = metric_docs.iter().map(|&k| chunk[k].as_slice()).collect();
+        let c = convert::convert(&lines, now_ns);
+        // A metric document without numbers is a log record.
+        let records = c
+            .logs
+            .resource_logs
+            .iter()
+            .flat_map(|r| &r.scope_logs)
+            .flat_map(|s| &s.log_records);
+        for (record, &i) in records.zip(&c.log_lines) {
+            logs.push_record(record);
+            log_lines.push(start + metric_docs[i]);
+        }
+        if !c.metric_lines.is_empty() {
+            let lines = c.metric_lines.iter().map(|&i| start + metric_docs[i]);
+            metrics = Some((c.metrics, lines.collect::<Vec<_>>(), c.points));
+        }
+    }
+    let mut parts = Vec::with_capacity(2);
+    if !logs.is_empty() {
+        let units = logs.len();
+        let sent = match transport.logs(logs.finish()).await {
+            Ok(rejected) => Sent::Accepted(rejected),
+            Err(e) => Sent::Failed(e),
+        };
+        parts.push(Part {
+            lines: log_lines,
+            units,
+            what: "log records",
+            sent,
+        });
+    }
+    if let Some((req, lines, points)) = metrics {
+        let sent = match transport.metrics(req).await {
+            Ok(rejected) => Sent::Accepted(rejected),
+            Err(e) => Sent::Failed(e),
+        };
+        parts.push(Part {
+            lines,
+            units: points,
+            what: "data points",
+            sent,
+        });
+    }
+    parts
 }
 
 /// What became of one export request.
@@ -71,7 +155,7 @@ impl Sink for OtlpSink {
     }
 
     fn max_batch(&self) -> usize {
-        self.bulk_max_size
+        self.bulk_max_size * self.num_consumers
     }
 
     fn backoff(&self) -> (Duration, Duration) {
@@ -80,46 +164,46 @@ impl Sink for OtlpSink {
 }
 
 impl OtlpSink {
-    /// Exports the pending lines of `batch` and settles them by the answers.
+    /// Exports the pending lines of `batch`, in requests of
+    /// `bulk_max_size` with `num_consumers` in flight, and settles them by
+    /// the answers.
     async fn export(&mut self, batch: &mut Batch) -> io::Result<()> {
         let now_ns = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
-        let lines: Vec<&[u8]> = batch.pending().iter().map(Vec::as_slice).collect();
-        let c = convert::convert(&lines, now_ns);
-        let n = lines.len();
-        let transport = &mut self.transport;
-        let (logs, metrics) = {
-            let logs = if c.log_lines.is_empty() {
-                None
-            } else {
-                Some(match transport.logs(c.logs).await {
-                    Ok(rejected) => Sent::Accepted(rejected),
-                    Err(e) => Sent::Failed(e),
-                })
-            };
-            let metrics = if c.metric_lines.is_empty() {
-                None
-            } else {
-                Some(match transport.metrics(c.metrics).await {
-                    Ok(rejected) => Sent::Accepted(rejected),
-                    Err(e) => Sent::Failed(e),
-                })
-            };
-            (logs, metrics)
-        };
+        let n = batch.remaining();
+        let size = self.bulk_max_size;
+        let transport = &self.transport;
+        // Boxed so the requests' future is `Send` for every lifetime of
+        // the batch (as the `elasticsearch` output's).
+        let requests: Vec<BoxFuture<'_, Vec<Part>>> = batch
+            .pending()
+            .chunks(size)
+            .enumerate()
+            .map(|(c, chunk)| -> BoxFuture<'_, Vec<Part>> {
+                Box::pin(export_chunk(transport, chunk, c * size, now_ns))
+            })
+            .collect();
+        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.num_consumers);
+        let mut parts = Vec::new();
+        while let Some(p) = answers.next().await {
+            parts.extend(p);
+        }
+        drop(answers);
 
         let mut settled = vec![false; n];
         let mut error: Option<ExportError> = None;
         // What a partial success counts: log records are documents; metric
         // documents carry several data points each, and the receiver counts
         // points.
-        let points = c.points;
-        for (sent, indexes, what, units) in [
-            (logs, &c.log_lines, "log records", c.log_lines.len()),
-            (metrics, &c.metric_lines, "data points", points),
-        ] {
+        for Part {
+            lines: indexes,
+            units,
+            what,
+            sent,
+        } in parts
+        {
+            let indexes = &indexes;
             match sent {
-                None => {}
-                Some(Sent::Accepted(rejected)) => {
+                Sent::Accepted(rejected) => {
                     for &i in indexes {
                         settled[i] = true;
                     }
@@ -141,7 +225,7 @@ impl OtlpSink {
                         tracing::warn!(output = %self.name, rejected, of = units, documents = docs, "the receiver rejected some {what} (partial success); their documents are dropped and counted");
                     }
                 }
-                Some(Sent::Failed(e)) if !e.retryable => {
+                Sent::Failed(e) if !e.retryable => {
                     for &i in indexes {
                         settled[i] = true;
                     }
@@ -151,7 +235,7 @@ impl OtlpSink {
                     batch.drop_reason = Some(self.redactor.redact(&e.message));
                     tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }
-                Some(Sent::Failed(e)) => {
+                Sent::Failed(e) => {
                     error.get_or_insert(e);
                 }
             }

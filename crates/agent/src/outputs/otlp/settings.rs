@@ -13,7 +13,7 @@ use crate::tls::Verification;
 
 /// Keys an `otlp` output accepts (after `tls`/`backoff` maps are
 /// flattened to dotted keys).
-pub const KEYS: [&str; 10] = [
+pub const KEYS: [&str; 11] = [
     "endpoint",
     "protocol",
     "headers",
@@ -22,6 +22,7 @@ pub const KEYS: [&str; 10] = [
     "tls.ca_file",
     "tls.insecure_skip_verify",
     "bulk_max_size",
+    "sending_queue.num_consumers",
     "backoff.init",
     "backoff.max",
 ];
@@ -30,6 +31,10 @@ pub const KEYS: [&str; 10] = [
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default events per export request.
 pub const DEFAULT_BULK_MAX_SIZE: usize = 1600;
+/// Default export requests in flight. The Collector's exporters have 10
+/// consumers; with the default queue of 3,200 events and 1,600 per
+/// request, more than 2 are seldom filled.
+pub const DEFAULT_NUM_CONSUMERS: usize = 2;
 /// Default first wait after a failed export (the Collector's
 /// `retry_on_failure.initial_interval`).
 pub const DEFAULT_BACKOFF_INIT: Duration = Duration::from_secs(5);
@@ -67,6 +72,8 @@ pub struct OtlpSettings {
     pub verification: Verification,
     /// Most events in one export request.
     pub bulk_max_size: usize,
+    /// Export requests in flight at once (`sending_queue.num_consumers`).
+    pub num_consumers: usize,
     /// First wait after a failed export.
     pub backoff_init: Duration,
     /// Longest wait between retries.
@@ -104,6 +111,7 @@ pub fn parse(
         ca_file: None,
         verification: Verification::Full,
         bulk_max_size: DEFAULT_BULK_MAX_SIZE,
+        num_consumers: DEFAULT_NUM_CONSUMERS,
         backoff_init: DEFAULT_BACKOFF_INIT,
         backoff_max: DEFAULT_BACKOFF_MAX,
     };
@@ -197,6 +205,11 @@ pub fn parse(
     {
         s.bulk_max_size = n as usize;
     }
+    if let Some(v) = get("sending_queue.num_consumers")
+        && let Some(n) = int_in(&path_of("sending_queue.num_consumers"), v, 1, 64, errors)
+    {
+        s.num_consumers = n as usize;
+    }
     s.timeout = common::duration(base, keys, "timeout", DEFAULT_TIMEOUT, errors);
     (s.backoff_init, s.backoff_max) = common::backoff(
         base,
@@ -258,5 +271,25 @@ mod tests {
             errors.iter().all(|e| !e.to_string().contains("s3cret")),
             "{errors:?}"
         );
+    }
+
+    #[test]
+    fn requests_in_flight_are_the_collectors_num_consumers() {
+        let parse_with = |n: Value| {
+            let keys: BTreeMap<String, Value> = [
+                ("endpoint".to_string(), Value::Str("http://c:4317".into())),
+                ("sending_queue.num_consumers".to_string(), n),
+            ]
+            .into();
+            let mut errors = Vec::new();
+            (parse("outputs.o", &keys, &mut errors), errors)
+        };
+        let (s, errors) = parse_with(Value::Int(6));
+        assert_eq!(errors, []);
+        assert_eq!(s.num_consumers, 6);
+        let (s, errors) = parse_with(Value::Int(0));
+        assert_eq!(s.num_consumers, DEFAULT_NUM_CONSUMERS);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "outputs.o.sending_queue.num_consumers");
     }
 }

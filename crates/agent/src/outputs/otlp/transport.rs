@@ -10,10 +10,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
@@ -39,11 +36,17 @@ pub struct ExportError {
     pub message: String,
 }
 
-/// How one output sends.
+/// The gRPC method of log exports.
+const LOGS_EXPORT: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+
+/// How one output sends. Cheap to clone: clones share their connections,
+/// so several exports can be in flight.
+#[derive(Clone)]
 pub enum Transport {
     /// OTLP/gRPC.
     Grpc {
-        logs: LogsServiceClient<Channel>,
+        /// Log exports, whose requests come encoded (`super::encode`).
+        logs: tonic::client::Grpc<Channel>,
         metrics: MetricsServiceClient<Channel>,
         headers: Vec<(String, String)>,
         timeout: Duration,
@@ -69,7 +72,7 @@ impl Transport {
                     .timeout(s.timeout)
                     .connect_timeout(s.timeout);
                 let channel = endpoint.connect_with_connector_lazy(https);
-                let mut logs = LogsServiceClient::new(channel.clone());
+                let mut logs = tonic::client::Grpc::new(channel.clone());
                 let mut metrics = MetricsServiceClient::new(channel);
                 if s.gzip {
                     logs = logs.send_compressed(CompressionEncoding::Gzip);
@@ -97,9 +100,9 @@ impl Transport {
         }
     }
 
-    /// Exports log records; returns how many the receiver rejected
-    /// (partial success).
-    pub async fn logs(&mut self, req: ExportLogsServiceRequest) -> Result<u64, ExportError> {
+    /// Exports an encoded `ExportLogsServiceRequest`; returns how many
+    /// log records the receiver rejected (partial success).
+    pub async fn logs(&self, req: Vec<u8>) -> Result<u64, ExportError> {
         let partial = match self {
             Transport::Grpc {
                 logs,
@@ -107,12 +110,25 @@ impl Transport {
                 timeout,
                 ..
             } => {
-                let answer = logs.export(grpc_request(req, headers, *timeout)).await;
+                let mut grpc = logs.clone();
+                grpc.ready().await.map_err(|e| ExportError {
+                    retryable: true,
+                    retry_after: None,
+                    message: format!("gRPC: not connected: {e}"),
+                })?;
+                let path = hyper::http::uri::PathAndQuery::from_static(LOGS_EXPORT);
+                let answer = grpc
+                    .unary(
+                        grpc_request(Bytes::from(req), headers, *timeout),
+                        path,
+                        Encoded::<ExportLogsServiceResponse>::default(),
+                    )
+                    .await;
                 answer.map_err(grpc_error)?.into_inner().partial_success
             }
             Transport::Http(h) => {
                 let url = format!("{}/v1/logs", h.endpoint);
-                h.export::<ExportLogsServiceResponse>(&url, &req)
+                h.export_encoded::<ExportLogsServiceResponse>(&url, req)
                     .await?
                     .partial_success
             }
@@ -121,7 +137,7 @@ impl Transport {
     }
 
     /// Exports data points; returns how many the receiver rejected.
-    pub async fn metrics(&mut self, req: ExportMetricsServiceRequest) -> Result<u64, ExportError> {
+    pub async fn metrics(&self, req: ExportMetricsServiceRequest) -> Result<u64, ExportError> {
         let partial = match self {
             Transport::Grpc {
                 metrics,
@@ -129,7 +145,10 @@ impl Transport {
                 timeout,
                 ..
             } => {
-                let answer = metrics.export(grpc_request(req, headers, *timeout)).await;
+                let answer = metrics
+                    .clone()
+                    .export(grpc_request(req, headers, *timeout))
+                    .await;
                 answer.map_err(grpc_error)?.into_inner().partial_success
             }
             Transport::Http(h) => {
@@ -144,6 +163,7 @@ impl Transport {
 }
 
 /// OTLP/HTTP: protobuf bodies posted to `ENDPOINT/v1/{logs,metrics}`.
+#[derive(Clone)]
 pub struct HttpExporter {
     client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     endpoint: String,
@@ -160,16 +180,78 @@ impl HttpExporter {
         url: &str,
         req: &impl Message,
     ) -> Result<A, ExportError> {
+        self.export_encoded(url, req.encode_to_vec()).await
+    }
+
+    /// [`HttpExporter::export`] of a request already encoded.
+    async fn export_encoded<A: Message + Default>(
+        &self,
+        url: &str,
+        req: Vec<u8>,
+    ) -> Result<A, ExportError> {
         let body = post(
             &self.client,
             url,
-            req.encode_to_vec(),
+            req,
             &self.headers,
             self.gzip,
             self.timeout,
         )
         .await?;
         Ok(A::decode(body).unwrap_or_default())
+    }
+}
+
+/// A gRPC codec whose requests are protobuf already encoded and whose
+/// answers are decoded as `A`.
+struct Encoded<A>(std::marker::PhantomData<A>);
+
+impl<A> Default for Encoded<A> {
+    fn default() -> Self {
+        Encoded(std::marker::PhantomData)
+    }
+}
+
+impl<A: Message + Default + Send + 'static> tonic::codec::Codec for Encoded<A> {
+    type Encode = Bytes;
+    type Decode = A;
+    type Encoder = Encoded<Bytes>;
+    type Decoder = Encoded<A>;
+
+    fn encoder(&mut self) -> Encoded<Bytes> {
+        Encoded::default()
+    }
+
+    fn decoder(&mut self) -> Encoded<A> {
+        Encoded::default()
+    }
+}
+
+impl tonic::codec::Encoder for Encoded<Bytes> {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl<A: Message + Default> tonic::codec::Decoder for Encoded<A> {
+    type Item = A;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<A>, tonic::Status> {
+        A::decode(src)
+            .map(Some)
+            .map_err(|e| tonic::Status::internal(format!("undecodable answer: {e}")))
     }
 }
 

@@ -222,6 +222,15 @@ pub(super) trait Sink: Send + 'static {
     fn backoff(&self) -> (Duration, Duration) {
         (BACKOFF_START, BACKOFF_MAX)
     }
+    /// Makes this sink one of several lanes its writer runs at once, each
+    /// taking its own batches from the queue (as Beats' output workers
+    /// do), and returns the sinks of the other lanes: a network sink keeps
+    /// its requests in flight without waiting for a whole batch. Only
+    /// asked when nothing needs its writes in order (a memory queue). No
+    /// other lane unless the sink says so.
+    fn split_lanes(&mut self) -> Vec<Box<dyn Sink>> {
+        Vec::new()
+    }
 }
 
 /// A sink whose methods block: wrapped in [`Blocking`] to become a
@@ -328,152 +337,247 @@ pub(super) struct Control {
 /// left when aborted stays on disk for the next start.
 pub(super) async fn run_writer(
     name: Arc<str>,
-    mut rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<Event>,
     sink: Box<dyn Sink>,
     control: Control,
     metrics: Arc<OutputHandles>,
     disk: Option<Arc<DiskQueue>>,
     budget: ByteBudget,
 ) -> usize {
+    // A disk queue is acknowledged in the order it was read: one lane.
     let mut sink = sink;
-    let mut closed = false;
-    loop {
-        let first = tokio::select! {
-            biased;
-            // Given up: what is queued is left (a disk queue keeps it).
-            _ = control.abort.cancelled() => return rx.len(),
-            _ = control.close.cancelled(), if !closed => {
-                // Senders waiting for room now fail; what is queued stays.
-                if disk.is_none() {
-                    rx.close();
-                }
-                closed = true;
-                continue;
-            }
-            ev = rx.recv() => ev,
-        };
-        let Some(first) = first else { break };
-        let max_batch = sink.max_batch().max(1);
-        let (backoff_start, backoff_max) = sink.backoff();
-        let mut batch = Batch::default();
-        // The bytes the batch's events took from the budget, given back
-        // once the batch is done (written, settled or discarded).
-        let mut held = budget.cost(first.ndjson().len()) as usize;
-        batch.push(first);
-        while batch.lines.len() < max_batch {
-            match rx.try_recv() {
-                Ok(ev) => {
-                    held += budget.cost(ev.ndjson().len()) as usize;
-                    batch.push(ev);
-                }
-                Err(_) => break,
-            }
-        }
-        // What the disk queue is told was delivered: every line taken.
-        let taken = batch.lines.len();
-        metrics.set_depth(disk.as_ref().map_or(rx.len(), |d| d.depth()));
-        metrics.batches.inc();
-
-        let mut backoff = backoff_start;
-        loop {
-            // The terms being written hold their step-down until the
-            // attempt ends; lines of a term already over are not sent.
-            let holds = batch.hold_terms();
-            let ended = batch.discard_ended_terms();
-            if ended > 0 {
-                metrics.term_ended.inc_by(ended as u64);
-                tracing::info!(output = %name, events = ended, "not sending events of a leadership term that has ended; the next leader reads them again");
-            }
-            if batch.remaining() == 0 {
-                break;
-            }
-            let (done, dropped, duplicates) = (batch.done, batch.dropped, batch.duplicates);
-            // If the write is abandoned its progress is unknown: count all.
-            let pending = batch.remaining();
-            let started = std::time::Instant::now();
-            let result = tokio::select! {
-                biased;
-                r = sink.write(&mut batch) => r,
-                _ = control.abort.cancelled() => return pending + rx.len(),
-            };
-            metrics.latency.observe(started.elapsed().as_secs_f64());
-            // Acknowledged before the terms' step-down may complete, so a
-            // leader's last checkpoint includes what it delivered.
-            batch.acknowledge_from(done);
-            drop(holds);
-            let newly_dropped = batch.dropped - dropped;
-            metrics
-                .written
-                .inc_by((batch.done - done - newly_dropped) as u64);
-            metrics.dropped.inc_by(newly_dropped as u64);
-            if newly_dropped > 0 {
-                metrics
-                    .health
-                    .dropped(newly_dropped as u64, batch.drop_reason.take());
-            }
-            metrics
-                .duplicates
-                .inc_by((batch.duplicates - duplicates) as u64);
-            match result {
-                Ok(()) => {
-                    metrics.health.succeeded();
-                    break;
-                }
-                Err(e) => {
-                    let target = sink.target();
-                    // At least our backoff; longer if the server asked.
-                    let wait = batch
-                        .retry_after
-                        .take()
-                        .map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff));
-                    tracing::warn!(
-                        output = %name,
-                        target = %target,
-                        error = %e,
-                        pending = batch.remaining(),
-                        retry_in_ms = wait.as_millis() as u64,
-                        "output write failed; retrying",
-                    );
-                    metrics.health.failed(e.to_string());
-                    metrics.errors.inc();
-                    metrics.failed.inc_by(batch.remaining() as u64);
-                    tokio::select! {
-                        biased;
-                        _ = control.abort.cancelled() => return batch.remaining() + rx.len(),
-                        _ = tokio::time::sleep(wait) => {}
-                    }
-                    backoff = (backoff * 2).min(backoff_max);
-                }
+    let mut sinks = if disk.is_some() {
+        Vec::new()
+    } else {
+        sink.split_lanes()
+    };
+    sinks.insert(0, sink);
+    let queue = Arc::new(Queue {
+        rx: tokio::sync::Mutex::new(rx),
+        closed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let lanes = sinks.into_iter().map(|sink| Lane {
+        name: Arc::clone(&name),
+        queue: Arc::clone(&queue),
+        sink,
+        control: control.clone(),
+        metrics: Arc::clone(&metrics),
+        disk: disk.clone(),
+        budget: budget.clone(),
+    });
+    let mut running = tokio::task::JoinSet::new();
+    for lane in lanes {
+        running.spawn(lane.run());
+    }
+    let mut unwritten = 0;
+    while let Some(done) = running.join_next().await {
+        match done {
+            Ok(n) => unwritten += n,
+            Err(e) => {
+                // A lane's batch is lost to its panic; the others go on.
+                tracing::error!(output = %name, error = %e, "an output lane failed");
             }
         }
-        // Every line taken is settled: delivered, or discarded because its
-        // term ended (a batch of those alone never reaches the sink).
-        if let Some(d) = &disk {
-            let acked = tokio::select! {
-                biased;
-                _ = control.abort.cancelled() => return rx.len(),
-                r = d.ack(taken) => r,
-            };
-            if let Err(e) = acked {
-                tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
-            }
-            metrics.set_depth(d.depth());
-        }
-        budget.release(held);
-        metrics.set_bytes(budget.used());
     }
     metrics.set_depth(0);
-    let target = sink.target();
-    tokio::select! {
-        biased;
-        r = sink.sync() => {
-            if let Err(e) = r {
-                tracing::warn!(output = %name, path = %target, error = %e, "output flush failed");
+    unwritten + queue.rx.lock().await.len()
+}
+
+/// The queue the lanes of one writer take their batches from.
+struct Queue {
+    rx: tokio::sync::Mutex<mpsc::Receiver<Event>>,
+    /// The queue was closed: senders waiting for room failed.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// One lane of a writer: takes a batch, writes it until it is settled,
+/// then takes the next.
+struct Lane {
+    name: Arc<str>,
+    queue: Arc<Queue>,
+    sink: Box<dyn Sink>,
+    control: Control,
+    metrics: Arc<OutputHandles>,
+    disk: Option<Arc<DiskQueue>>,
+    budget: ByteBudget,
+}
+
+impl Lane {
+    /// Runs until the queue is closed and drained (then syncs and returns
+    /// 0) or until aborted (then returns how many events of its batch
+    /// were not written; the queue's own are counted by the writer).
+    async fn run(self) -> usize {
+        let Lane {
+            name,
+            queue,
+            mut sink,
+            control,
+            metrics,
+            disk,
+            budget,
+        } = self;
+        loop {
+            let max_batch = sink.max_batch().max(1);
+            let mut batch = Batch::default();
+            // The bytes the batch's events took from the budget, given
+            // back once the batch is done (written, settled or discarded).
+            let mut held = 0;
+            {
+                let mut rx = tokio::select! {
+                    biased;
+                    _ = control.abort.cancelled() => return 0,
+                    rx = queue.rx.lock() => rx,
+                };
+                let first = loop {
+                    let open = !queue.closed.load(std::sync::atomic::Ordering::Relaxed);
+                    tokio::select! {
+                        biased;
+                        // Given up: what is queued is left (a disk queue keeps it).
+                        _ = control.abort.cancelled() => return 0,
+                        _ = control.close.cancelled(), if open => {
+                            // Senders waiting for room now fail; what is queued stays.
+                            if disk.is_none() {
+                                rx.close();
+                            }
+                            queue.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        ev = rx.recv() => break ev,
+                    }
+                };
+                let Some(first) = first else { break };
+                held += budget.cost(first.ndjson().len()) as usize;
+                batch.push(first);
+                while batch.lines.len() < max_batch {
+                    match rx.try_recv() {
+                        Ok(ev) => {
+                            held += budget.cost(ev.ndjson().len()) as usize;
+                            batch.push(ev);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                metrics.set_depth(disk.as_ref().map_or(rx.len(), |d| d.depth()));
+            }
+            // What the disk queue is told was delivered: every line taken.
+            let taken = batch.lines.len();
+            metrics.batches.inc();
+            if let Some(unwritten) =
+                write_until_settled(&name, &mut *sink, &mut batch, &control, &metrics).await
+            {
+                return unwritten;
+            }
+            // Every line taken is settled: delivered, or discarded because its
+            // term ended (a batch of those alone never reaches the sink).
+            if let Some(d) = &disk {
+                let acked = tokio::select! {
+                    biased;
+                    _ = control.abort.cancelled() => return 0,
+                    r = d.ack(taken) => r,
+                };
+                if let Err(e) = acked {
+                    tracing::error!(output = %name, error = %e, "cannot record delivery in the disk queue; these events will be sent again after a restart");
+                }
+                metrics.set_depth(d.depth());
+            }
+            budget.release(held);
+            metrics.set_bytes(budget.used());
+        }
+        let target = sink.target();
+        tokio::select! {
+            biased;
+            r = sink.sync() => {
+                if let Err(e) = r {
+                    tracing::warn!(output = %name, path = %target, error = %e, "output flush failed");
+                }
+            }
+            _ = control.abort.cancelled() => {}
+        }
+        0
+    }
+}
+
+/// Writes `batch` until every line is settled, retrying with backoff;
+/// `Some(unwritten)` when aborted first.
+async fn write_until_settled(
+    name: &Arc<str>,
+    sink: &mut dyn Sink,
+    batch: &mut Batch,
+    control: &Control,
+    metrics: &OutputHandles,
+) -> Option<usize> {
+    let (backoff_start, backoff_max) = sink.backoff();
+    let mut backoff = backoff_start;
+    loop {
+        // The terms being written hold their step-down until the
+        // attempt ends; lines of a term already over are not sent.
+        let holds = batch.hold_terms();
+        let ended = batch.discard_ended_terms();
+        if ended > 0 {
+            metrics.term_ended.inc_by(ended as u64);
+            tracing::info!(output = %name, events = ended, "not sending events of a leadership term that has ended; the next leader reads them again");
+        }
+        if batch.remaining() == 0 {
+            return None;
+        }
+        let (done, dropped, duplicates) = (batch.done, batch.dropped, batch.duplicates);
+        // If the write is abandoned its progress is unknown: count all.
+        let pending = batch.remaining();
+        let started = std::time::Instant::now();
+        let result = tokio::select! {
+            biased;
+            r = sink.write(batch) => r,
+            _ = control.abort.cancelled() => return Some(pending),
+        };
+        metrics.latency.observe(started.elapsed().as_secs_f64());
+        // Acknowledged before the terms' step-down may complete, so a
+        // leader's last checkpoint includes what it delivered.
+        batch.acknowledge_from(done);
+        drop(holds);
+        let newly_dropped = batch.dropped - dropped;
+        metrics
+            .written
+            .inc_by((batch.done - done - newly_dropped) as u64);
+        metrics.dropped.inc_by(newly_dropped as u64);
+        if newly_dropped > 0 {
+            metrics
+                .health
+                .dropped(newly_dropped as u64, batch.drop_reason.take());
+        }
+        metrics
+            .duplicates
+            .inc_by((batch.duplicates - duplicates) as u64);
+        match result {
+            Ok(()) => {
+                metrics.health.succeeded();
+                return None;
+            }
+            Err(e) => {
+                let target = sink.target();
+                // At least our backoff; longer if the server asked.
+                let wait = batch
+                    .retry_after
+                    .take()
+                    .map_or(backoff, |r| r.min(MAX_RETRY_AFTER).max(backoff));
+                tracing::warn!(
+                    output = %name,
+                    target = %target,
+                    error = %e,
+                    pending = batch.remaining(),
+                    retry_in_ms = wait.as_millis() as u64,
+                    "output write failed; retrying",
+                );
+                metrics.health.failed(e.to_string());
+                metrics.errors.inc();
+                metrics.failed.inc_by(batch.remaining() as u64);
+                tokio::select! {
+                    biased;
+                    _ = control.abort.cancelled() => return Some(batch.remaining()),
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                backoff = (backoff * 2).min(backoff_max);
             }
         }
-        _ = control.abort.cancelled() => {}
     }
-    0
 }
 
 /// Hands the lines of a disk queue to its writer in order, until the

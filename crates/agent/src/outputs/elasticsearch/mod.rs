@@ -30,9 +30,11 @@ pub use settings::ElasticsearchSettings;
 
 use crate::redact::Redactor;
 
-/// Requests per worker in one batch: the writer waits for a whole batch
+/// Requests per worker in one batch when the sink is its writer's only
+/// lane (a disk queue, read in order): the writer waits for a whole batch
 /// before it takes the next, so a batch spans several rounds of requests
-/// to keep every worker busy between the waits.
+/// to keep every worker busy between the waits. Otherwise each of `worker`
+/// lanes sends one request at a time.
 const REQUESTS_PER_WORKER: usize = 4;
 
 /// The sink of one `elasticsearch` output.
@@ -43,8 +45,12 @@ pub(super) struct ElasticsearchSink {
     worker: usize,
     backoff: (Duration, Duration),
     /// Documents per request now: `bulk_max_size`, halved after each 413
-    /// (the server's `http.max_content_length` was exceeded) and kept so.
-    request_size: AtomicUsize,
+    /// (the server's `http.max_content_length` was exceeded) and kept so,
+    /// for every lane.
+    request_size: Arc<AtomicUsize>,
+    /// One of `worker` lanes, each with one request in flight; else the
+    /// only one, with `worker` requests in flight.
+    lane: bool,
     /// Keeps the output's credentials out of its errors (a server may
     /// quote what it was sent).
     redactor: Redactor,
@@ -64,12 +70,18 @@ impl ElasticsearchSink {
             bulk_max_size,
             worker,
             backoff,
-            request_size: AtomicUsize::new(bulk_max_size),
+            request_size: Arc::new(AtomicUsize::new(bulk_max_size)),
+            lane: false,
         })
     }
 
-    /// Sends the pending lines in requests of `request_size`, `worker` at
-    /// a time, and returns each line's outcome (`None`: not known to be
+    /// Requests in flight in one write.
+    fn in_flight(&self) -> usize {
+        if self.lane { 1 } else { self.worker }
+    }
+
+    /// Sends the pending lines in requests of `request_size`,
+    /// [`Self::in_flight`] at a time, and returns each line's outcome (`None`: not known to be
     /// written, retry) with the first whole-request error.
     async fn send(&self, batch: &Batch) -> (Vec<Option<Outcome>>, Option<String>) {
         let lines = batch.pending();
@@ -109,7 +121,7 @@ impl ElasticsearchSink {
                 })
             })
             .collect();
-        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.worker);
+        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.in_flight());
         while let Some((start, n, result)) = answers.next().await {
             match result {
                 Ok((status, answer)) if status.is_success() => match bulk::judge(&answer, n) {
@@ -157,7 +169,29 @@ impl Sink for ElasticsearchSink {
     }
 
     fn max_batch(&self) -> usize {
-        self.bulk_max_size * self.worker * REQUESTS_PER_WORKER
+        if self.lane {
+            self.bulk_max_size
+        } else {
+            self.bulk_max_size * self.worker * REQUESTS_PER_WORKER
+        }
+    }
+
+    fn split_lanes(&mut self) -> Vec<Box<dyn Sink>> {
+        self.lane = true;
+        (1..self.worker)
+            .map(|_| -> Box<dyn Sink> {
+                Box::new(ElasticsearchSink {
+                    name: Arc::clone(&self.name),
+                    client: Arc::clone(&self.client),
+                    bulk_max_size: self.bulk_max_size,
+                    worker: self.worker,
+                    backoff: self.backoff,
+                    request_size: Arc::clone(&self.request_size),
+                    lane: true,
+                    redactor: self.redactor.clone(),
+                })
+            })
+            .collect()
     }
 
     fn backoff(&self) -> (Duration, Duration) {

@@ -31,8 +31,12 @@ pub(super) struct OtlpSink {
     endpoint: String,
     transport: Transport,
     bulk_max_size: usize,
-    /// Export requests in flight at once.
+    /// Export requests in flight at once: each of `num_consumers` lanes
+    /// of the writer sends one; a sink that is its writer's only lane (a
+    /// disk queue, read in order) sends them all.
     num_consumers: usize,
+    /// One of several lanes.
+    lane: bool,
     backoff: (Duration, Duration),
     /// Keeps the output's credentials out of its errors.
     redactor: Redactor,
@@ -49,6 +53,7 @@ impl OtlpSink {
             transport,
             bulk_max_size: settings.bulk_max_size.max(1),
             num_consumers: settings.num_consumers.max(1),
+            lane: false,
             backoff: (settings.backoff_init, settings.backoff_max),
             redactor: settings.redactor(),
         })
@@ -155,7 +160,25 @@ impl Sink for OtlpSink {
     }
 
     fn max_batch(&self) -> usize {
-        self.bulk_max_size * self.num_consumers
+        self.bulk_max_size * self.in_flight()
+    }
+
+    fn split_lanes(&mut self) -> Vec<Box<dyn Sink>> {
+        self.lane = true;
+        (1..self.num_consumers)
+            .map(|_| -> Box<dyn Sink> {
+                Box::new(OtlpSink {
+                    name: self.name.clone(),
+                    endpoint: self.endpoint.clone(),
+                    transport: self.transport.clone(),
+                    bulk_max_size: self.bulk_max_size,
+                    num_consumers: self.num_consumers,
+                    lane: true,
+                    backoff: self.backoff,
+                    redactor: self.redactor.clone(),
+                })
+            })
+            .collect()
     }
 
     fn backoff(&self) -> (Duration, Duration) {
@@ -164,8 +187,13 @@ impl Sink for OtlpSink {
 }
 
 impl OtlpSink {
+    /// Requests in flight in one write.
+    fn in_flight(&self) -> usize {
+        if self.lane { 1 } else { self.num_consumers }
+    }
+
     /// Exports the pending lines of `batch`, in requests of
-    /// `bulk_max_size` with `num_consumers` in flight, and settles them by
+    /// `bulk_max_size` with [`Self::in_flight`] in flight, and settles them by
     /// the answers.
     async fn export(&mut self, batch: &mut Batch) -> io::Result<()> {
         let now_ns = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
@@ -182,7 +210,7 @@ impl OtlpSink {
                 Box::pin(export_chunk(transport, chunk, c * size, now_ns))
             })
             .collect();
-        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.num_consumers);
+        let mut answers = futures_util::stream::iter(requests).buffer_unordered(self.in_flight());
         let mut parts = Vec::new();
         while let Some(p) = answers.next().await {
             parts.extend(p);

@@ -56,7 +56,8 @@ fn wait_metric(
 }
 
 /// The test cluster's policy with an `es` output to `url` (short
-/// backoff) and a gated `kubernetes/events` input writing to it.
+/// backoff, two writer lanes) and a gated `kubernetes/events` input
+/// writing to it.
 fn events_policy(url: &str) -> String {
     policy(
         "run-lease",
@@ -65,7 +66,7 @@ fn events_policy(url: &str) -> String {
     .replace(
         "outputs:\n",
         &format!(
-            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{url}']\n    bulk_max_size: 100\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n"
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{url}']\n    bulk_max_size: 100\n    worker: 2\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n"
         ),
     )
 }
@@ -227,7 +228,10 @@ async fn stepped_down_leader(disk: bool, prefix: &str) -> Result<()> {
     .replace(
         "outputs:\n",
         &format!(
-            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{}']\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n{}",
+            // Three writer lanes (one with a disk queue, sending three
+            // requests at a time) with small batches: several batches of
+            // the old term are held, retrying, when it ends.
+            "outputs:\n  es:\n    type: elasticsearch\n    hosts: ['{}']\n    worker: 3\n    bulk_max_size: 5\n    timeout: 2s\n    backoff: {{init: 100ms, max: 500ms}}\n{}",
             sink.url(),
             if disk {
                 "    queue.disk.path: ${env.OUT_DIR}/queue\n"

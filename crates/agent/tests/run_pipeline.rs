@@ -558,9 +558,32 @@ async fn node_local_documents_of_every_node_are_kept() -> Result<()> {
 /// a 404 dropped and acknowledged the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_otlp_path_loses_nothing() -> Result<()> {
+    wrong_otlp_endpoint_loses_nothing(false).await
+}
+
+/// The same over gRPC, pointed at the Collector's OTLP/HTTP port: no
+/// gRPC server answers there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_otlp_output_at_a_port_without_grpc_loses_nothing() -> Result<()> {
+    wrong_otlp_endpoint_loses_nothing(true).await
+}
+
+async fn wrong_otlp_endpoint_loses_nothing(grpc: bool) -> Result<()> {
     let plane = ControlPlane::shared();
     let sink_dir = tempfile::tempdir()?;
     let sink = TestSink::start(SinkKind::OtelCollector, sink_dir.path())?;
+    let protocol = if grpc { "grpc" } else { "http/protobuf" };
+    let (wrong, right) = if grpc {
+        (
+            sink.http_endpoint().to_string(),
+            format!("http://{}", sink.grpc_endpoint()),
+        )
+    } else {
+        (
+            format!("{}/wrong", sink.http_endpoint()),
+            sink.http_endpoint().to_string(),
+        )
+    };
     let dir = tempfile::tempdir()?;
     let queue = dir.path().join("queue");
     let policy = dir.path().join("policy.yml");
@@ -568,14 +591,14 @@ async fn a_wrong_otlp_path_loses_nothing() -> Result<()> {
         std::fs::write(
             &policy,
             format!(
-                "agent:\n  shutdown_timeout: 3s\noutputs:\n  default:\n    type: otlp\n    protocol: http/protobuf\n    endpoint: '{endpoint}'\n    backoff: {{init: 100ms, max: 500ms}}\n    queue.disk.path: {}\ninputs:\n{input}",
+                "agent:\n  shutdown_timeout: 3s\noutputs:\n  default:\n    type: otlp\n    protocol: {protocol}\n    endpoint: '{endpoint}'\n    backoff: {{init: 100ms, max: 500ms}}\n    queue.disk.path: {}\ninputs:\n{input}",
                 queue.display()
             ),
         )?;
         Ok(())
     };
     write(
-        &format!("{}/wrong", sink.http_endpoint()),
+        &wrong,
         "  - id: logs\n    type: exec\n    command: [sh, -c, 'for i in 1 2 3 4 5; do echo line-$i; done; exec sleep 600']\n",
     )?;
     let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
@@ -591,17 +614,20 @@ async fn a_wrong_otlp_path_loses_nothing() -> Result<()> {
     );
     let status = a.status()?;
     assert_eq!(status["outputs"][0]["state"], "failing", "{status}");
+    // Over HTTP the Collector's 404; over gRPC whatever the HTTP port
+    // answered, naming it.
+    let said = if grpc { wrong.as_str() } else { "404" };
     assert!(
         status["outputs"][0]["last_error"]
             .as_str()
-            .is_some_and(|e| e.contains("404")),
+            .is_some_and(|e| e.contains(said)),
         "{status}"
     );
     a.signal(libc::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
     a.wait_log("stay in the disk queue", Duration::from_secs(1))?;
 
-    write(sink.http_endpoint(), "  []\n")?;
+    write(&right, "  []\n")?;
     let a = AgentProc::start_alone(plane, &policy, dir.path())?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let bodies = loop {

@@ -10,6 +10,7 @@
 
 mod convert;
 mod encode;
+mod grpc;
 pub mod settings;
 mod transport;
 
@@ -44,7 +45,7 @@ pub(super) struct OtlpSink {
 
 impl OtlpSink {
     /// A sink for `settings`; errors name the setting that cannot be used.
-    /// Called within the runtime (the gRPC channel is made lazily on it).
+    /// Connections are made on first use.
     pub(super) fn new(name: &str, settings: OtlpSettings) -> Result<Self, String> {
         let transport = Transport::new(&settings)?;
         Ok(OtlpSink {

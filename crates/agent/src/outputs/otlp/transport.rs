@@ -1,4 +1,4 @@
-//! Export requests over OTLP/gRPC (tonic) or OTLP/HTTP (protobuf bodies),
+//! Export requests over OTLP/gRPC (`super::grpc`) or OTLP/HTTP (protobuf bodies),
 //! judged by the outputs' one retry rule (`outputs::retry`), honouring
 //! `Retry-After`.
 
@@ -11,13 +11,12 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use prost::Message;
-use tonic::codec::CompressionEncoding;
-use tonic::transport::{Channel, Endpoint};
+
+use super::grpc::GrpcClient;
 
 use super::settings::{OtlpSettings, Protocol};
 use crate::outputs::retry;
@@ -36,21 +35,16 @@ pub struct ExportError {
     pub message: String,
 }
 
-/// The gRPC method of log exports.
+/// The gRPC methods of exports.
 const LOGS_EXPORT: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+const METRICS_EXPORT: &str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
 
 /// How one output sends. Cheap to clone: clones share their connections,
 /// so several exports can be in flight.
 #[derive(Clone)]
 pub enum Transport {
     /// OTLP/gRPC.
-    Grpc {
-        /// Log exports, whose requests come encoded (`super::encode`).
-        logs: tonic::client::Grpc<Channel>,
-        metrics: MetricsServiceClient<Channel>,
-        headers: Vec<(String, String)>,
-        timeout: Duration,
-    },
+    Grpc(GrpcClient),
     /// OTLP/HTTP.
     Http(HttpExporter),
 }
@@ -64,28 +58,19 @@ impl Transport {
             .map_err(|e| e.replace("ssl.certificate_authorities", "tls.ca_file"))?;
         match s.protocol {
             Protocol::Grpc => {
-                // The builder offers h2 by ALPN; tonic speaks HTTP/2 on
-                // plain connections too.
+                // The connector offers h2 by ALPN; plain connections speak
+                // HTTP/2 from the start.
                 let https = crate::tls::https_connector(tls, true);
-                let endpoint = Endpoint::from_shared(s.endpoint.clone())
-                    .map_err(|e| format!("endpoint {}: {e}", s.endpoint))?
-                    .timeout(s.timeout)
-                    .connect_timeout(s.timeout);
-                let channel = endpoint.connect_with_connector_lazy(https);
-                let mut logs = tonic::client::Grpc::new(channel.clone());
-                let mut metrics = MetricsServiceClient::new(channel);
-                if s.gzip {
-                    logs = logs.send_compressed(CompressionEncoding::Gzip);
-                    metrics = metrics.send_compressed(CompressionEncoding::Gzip);
-                }
-                logs = logs.accept_compressed(CompressionEncoding::Gzip);
-                metrics = metrics.accept_compressed(CompressionEncoding::Gzip);
-                Ok(Transport::Grpc {
-                    logs,
-                    metrics,
-                    headers: s.headers.clone(),
-                    timeout: s.timeout,
-                })
+                s.endpoint
+                    .parse::<hyper::Uri>()
+                    .map_err(|e| format!("endpoint {}: {e}", s.endpoint))?;
+                Ok(Transport::Grpc(GrpcClient::new(
+                    https,
+                    &s.endpoint,
+                    &s.headers,
+                    s.gzip,
+                    s.timeout,
+                )))
             }
             Protocol::HttpProtobuf => {
                 let https = crate::tls::https_connector(tls, false);
@@ -104,27 +89,10 @@ impl Transport {
     /// log records the receiver rejected (partial success).
     pub async fn logs(&self, req: Vec<u8>) -> Result<u64, ExportError> {
         let partial = match self {
-            Transport::Grpc {
-                logs,
-                headers,
-                timeout,
-                ..
-            } => {
-                let mut grpc = logs.clone();
-                grpc.ready().await.map_err(|e| ExportError {
-                    retryable: true,
-                    retry_after: None,
-                    message: format!("gRPC: not connected: {e}"),
-                })?;
-                let path = hyper::http::uri::PathAndQuery::from_static(LOGS_EXPORT);
-                let answer = grpc
-                    .unary(
-                        grpc_request(Bytes::from(req), headers, *timeout),
-                        path,
-                        Encoded::<ExportLogsServiceResponse>::default(),
-                    )
-                    .await;
-                answer.map_err(grpc_error)?.into_inner().partial_success
+            Transport::Grpc(g) => {
+                g.unary::<ExportLogsServiceResponse>(LOGS_EXPORT, req)
+                    .await?
+                    .partial_success
             }
             Transport::Http(h) => {
                 let url = format!("{}/v1/logs", h.endpoint);
@@ -139,17 +107,10 @@ impl Transport {
     /// Exports data points; returns how many the receiver rejected.
     pub async fn metrics(&self, req: ExportMetricsServiceRequest) -> Result<u64, ExportError> {
         let partial = match self {
-            Transport::Grpc {
-                metrics,
-                headers,
-                timeout,
-                ..
-            } => {
-                let answer = metrics
-                    .clone()
-                    .export(grpc_request(req, headers, *timeout))
-                    .await;
-                answer.map_err(grpc_error)?.into_inner().partial_success
+            Transport::Grpc(g) => {
+                g.unary::<ExportMetricsServiceResponse>(METRICS_EXPORT, req.encode_to_vec())
+                    .await?
+                    .partial_success
             }
             Transport::Http(h) => {
                 let url = format!("{}/v1/metrics", h.endpoint);
@@ -199,83 +160,6 @@ impl HttpExporter {
         )
         .await?;
         Ok(A::decode(body).unwrap_or_default())
-    }
-}
-
-/// A gRPC codec whose requests are protobuf already encoded and whose
-/// answers are decoded as `A`.
-struct Encoded<A>(std::marker::PhantomData<A>);
-
-impl<A> Default for Encoded<A> {
-    fn default() -> Self {
-        Encoded(std::marker::PhantomData)
-    }
-}
-
-impl<A: Message + Default + Send + 'static> tonic::codec::Codec for Encoded<A> {
-    type Encode = Bytes;
-    type Decode = A;
-    type Encoder = Encoded<Bytes>;
-    type Decoder = Encoded<A>;
-
-    fn encoder(&mut self) -> Encoded<Bytes> {
-        Encoded::default()
-    }
-
-    fn decoder(&mut self) -> Encoded<A> {
-        Encoded::default()
-    }
-}
-
-impl tonic::codec::Encoder for Encoded<Bytes> {
-    type Item = Bytes;
-    type Error = tonic::Status;
-
-    fn encode(
-        &mut self,
-        item: Bytes,
-        dst: &mut tonic::codec::EncodeBuf<'_>,
-    ) -> Result<(), tonic::Status> {
-        bytes::BufMut::put_slice(dst, &item);
-        Ok(())
-    }
-}
-
-impl<A: Message + Default> tonic::codec::Decoder for Encoded<A> {
-    type Item = A;
-    type Error = tonic::Status;
-
-    fn decode(
-        &mut self,
-        src: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<A>, tonic::Status> {
-        A::decode(src)
-            .map(Some)
-            .map_err(|e| tonic::Status::internal(format!("undecodable answer: {e}")))
-    }
-}
-
-fn grpc_request<T>(msg: T, headers: &[(String, String)], timeout: Duration) -> tonic::Request<T> {
-    let mut req = tonic::Request::new(msg);
-    req.set_timeout(timeout);
-    for (k, v) in headers {
-        if let (Ok(k), Ok(v)) = (
-            tonic::metadata::MetadataKey::from_bytes(k.as_bytes()),
-            v.parse::<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>(),
-        ) {
-            req.metadata_mut().insert(k, v);
-        }
-    }
-    req
-}
-
-/// A failed gRPC export, judged by the outputs' one retry rule.
-fn grpc_error(status: tonic::Status) -> ExportError {
-    let retryable = retry::grpc_code(status.code()) == retry::Verdict::Retry;
-    ExportError {
-        retryable,
-        retry_after: None,
-        message: format!("gRPC {:?}: {}", status.code(), status.message()),
     }
 }
 

@@ -10,12 +10,16 @@ library only, plus `mvn`, `java` (17) and `go` (1.26+).
 
   build [opensearch|es7|otelcol|all]
                         fetch/build what the cache lacks (default: all)
-  up NAME --dir DIR [--port N]
+  up NAME --dir DIR [--port N] [--plugin P] [--heap SIZE]
                         start NAME with its state in DIR/NAME, wait until it
                         is ready, write DIR/NAME.json (pid, ports, URLs) and
                         print it. Started again with the same DIR, a sink
                         reuses its ports and its data. --port: the HTTP port
                         (opensearch, es7) or the OTLP/gRPC port (otelcol).
+                        --plugin: also load plugin P, built from sinks/P/
+                        (for the benchmarks; see PLUGINS below).
+                        --heap: the Java heap (opensearch, es7), e.g. 1g;
+                        default 256m (the tests' small footprint).
   down NAME --dir DIR   stop it (SIGTERM, SIGKILL after a timeout); keeps
                         DIR/NAME.json, marked stopped, for the next `up`.
 
@@ -44,6 +48,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +97,15 @@ JAVA_SINKS = {
     },
 }
 NAMES = (*JAVA_SINKS, "otelcol")
+
+# Plugins `up --plugin` adds to a Java server (never loaded without it): the
+# server they are for. Each is built from its sources in sinks/PLUGIN/ (every
+# *.java there and its plugin-descriptor.properties) with `javac` against the
+# server's jars, into a home of its own in the cache: the server's lib/ and
+# modules/ hard-linked, plus plugins/PLUGIN/.
+#   license-stub: `GET /_license` answering a basic license, as Elasticsearch
+#   does (Filebeat refuses a server without it); nothing else.
+PLUGINS = {"license-stub": "opensearch"}
 
 
 class Failure(Exception):
@@ -309,6 +323,92 @@ def fetch_java(name: str, home: Path) -> None:
     log(f"{s['product']} {s['version']}: {jars} jars in {time.monotonic() - started:.0f} s")
 
 
+# ---------------------------------------------------------------- plugins
+
+
+def plugin_sources(plugin: str) -> dict[str, bytes]:
+    d = ROOT / plugin
+    files = sorted(d.glob("*.java")) + [d / "plugin-descriptor.properties"]
+    return {f.name: f.read_bytes() for f in files}
+
+
+def javac_binary() -> str:
+    """The `javac` of the Java 17 the servers run on (or any on PATH)."""
+    beside = Path(java_binary()).resolve().parent / "javac"
+    found = str(beside) if beside.exists() else shutil.which("javac")
+    if not found:
+        raise Failure(f"no `javac` beside {java_binary()} nor on PATH: install openjdk-{JAVA_MAJOR}-jdk-headless")
+    return found
+
+
+def check_descriptor(name: str, plugin: str, text: str) -> None:
+    s = JAVA_SINKS[name]
+    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    if props.get("name") != plugin or props.get(s["descriptor_version_key"]) != s["version"]:
+        raise Failure(f"{ROOT / plugin / 'plugin-descriptor.properties'}: want name={plugin} and "
+                      f"{s['descriptor_version_key']}={s['version']}")
+
+
+def build_plugin_home(name: str, plugins: list[str]) -> Path:
+    """A home with the server's jars and `plugins` installed; the server's own
+    home when there are none."""
+    base = build_java(name)
+    if not plugins:
+        return base
+    parts = {f"{p}/{f}": data for p in plugins for f, data in plugin_sources(p).items()}
+    home = cache_root() / f"{base.parent.name}+{'+'.join(plugins)}_{digest(parts)}" / "home"
+    if not (home / ".complete").exists():
+        with lock_builds():
+            if not (home / ".complete").exists():
+                make_plugin_home(name, base, home, plugins)
+    make_readable(home.parent)
+    return home
+
+
+def make_plugin_home(name: str, base: Path, home: Path, plugins: list[str]) -> None:
+    log(f"building {', '.join(plugins)} for {JAVA_SINKS[name]['product']} into {home}")
+    javac = javac_binary()
+    work = home.parent / "build"
+    for d in (home, work):
+        if d.exists():
+            shutil.rmtree(d)
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for sub in ("lib", "modules"):
+        shutil.copytree(base / sub, home / sub, copy_function=link)
+    (home / "bin").mkdir()
+    for p in plugins:
+        sources = plugin_sources(p)
+        check_descriptor(name, p, sources["plugin-descriptor.properties"].decode())
+        src = work / p / "src"
+        classes = work / p / "classes"
+        src.mkdir(parents=True)
+        classes.mkdir()
+        for f, data in sources.items():
+            (src / f).write_bytes(data)
+        cmd = [javac, "--release", str(JAVA_MAJOR), "-encoding", "UTF-8", "-proc:none", "-nowarn",
+               "-cp", f"{base}/lib/*", "-d", str(classes), *sorted(str(x) for x in src.glob("*.java"))]
+        res = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise Failure(f"compiling {p} failed (`javac` exit {res.returncode}):\n{(res.stdout + res.stderr)[-3000:]}")
+        dest = home / "plugins" / p
+        dest.mkdir(parents=True)
+        # A jar is a zip; fixed dates keep it the same from build to build.
+        with zipfile.ZipFile(dest / f"{p}.jar", "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF", (1980, 1, 1, 0, 0, 0)), "Manifest-Version: 1.0\r\n\r\n")
+            for c in sorted(x for x in classes.rglob("*.class")):
+                jar.writestr(zipfile.ZipInfo(c.relative_to(classes).as_posix(), (1980, 1, 1, 0, 0, 0)), c.read_bytes())
+        (dest / "plugin-descriptor.properties").write_bytes(sources["plugin-descriptor.properties"])
+    shutil.rmtree(work)
+    make_readable(home.parent)
+    (home / ".complete").write_text(" ".join(plugins) + "\n")
+
+
 # ---------------------------------------------------------------- the Collector
 
 
@@ -464,9 +564,9 @@ def own_for_nobody(d: Path, inst: Path) -> None:
         raise Failure(f"uid {NOBODY} cannot enter {blocked} on the way to {inst}: `chmod o+x {blocked}` or use another --dir")
 
 
-def up_java(name: str, d: Path, port: int | None) -> dict:
+def up_java(name: str, d: Path, port: int | None, plugins: list[str], heap: str) -> dict:
     s = JAVA_SINKS[name]
-    home = build_java(name)
+    home = build_plugin_home(name, plugins)
     java = java_binary()
     inst = d / name
     for sub in ("config", "data", "logs", "tmp"):
@@ -500,7 +600,7 @@ def up_java(name: str, d: Path, port: int | None) -> dict:
     own_for_nobody(d, inst)
     p = s["prop"]
     cmd = [
-        java, "-Xms256m", "-Xmx256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+        java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
         "-Dfile.encoding=UTF-8", "-Djna.nosys=true", "-Dio.netty.noUnsafe=true",
         "-Dio.netty.noKeySetOptimization=true", "-Dio.netty.recycler.maxCapacityPerThread=0",
         "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.disable.jmx=true",
@@ -531,12 +631,16 @@ def up_java(name: str, d: Path, port: int | None) -> dict:
             try:
                 with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5) as r:
                     if r.status == 200:
-                        log(f"{name} ready on {url} in {time.monotonic() - started:.1f} s (pid {proc.pid})")
-                        return {
+                        log(f"{name} ready on {url} in {time.monotonic() - started:.1f} s (pid {proc.pid})"
+                            + (f" with {', '.join(plugins)}" if plugins else ""))
+                        info = {
                             "pid": proc.pid, "stopped": False, "http_port": http_port, "url": url,
                             "product": s["product"], "version": s["version"], "home": str(home),
                             "dir": str(inst), "log": str(logf),
                         }
+                        if plugins:
+                            info["plugins"] = plugins
+                        return info
             except (urllib.error.URLError, OSError, ValueError):
                 pass
         time.sleep(0.2)
@@ -598,7 +702,10 @@ def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
     raise Failure(f"the collector did not listen within {OTELCOL_READY_TIMEOUT_S:.0f} s; {logf}:\n{tail(logf)}")
 
 
-def up(name: str, d: Path, port: int | None) -> None:
+def up(name: str, d: Path, port: int | None, plugins: list[str], heap: str = "256m") -> None:
+    for p in plugins:
+        if PLUGINS[p] != name:
+            raise Failure(f"plugin {p} is for {PLUGINS[p]}, not {name}")
     d.mkdir(parents=True, exist_ok=True)
     d = d.resolve()
     old = read_info(d, name)
@@ -607,7 +714,9 @@ def up(name: str, d: Path, port: int | None) -> None:
     if name == "otelcol":
         info = up_otelcol(d, port or old.get("grpc_port"), old.get("http_port"))
     else:
-        info = up_java(name, d, port or old.get("http_port"))
+        if not re.fullmatch(r"[1-9][0-9]*[mg]", heap):
+            raise Failure(f"--heap {heap!r}: a size like 256m or 1g")
+        info = up_java(name, d, port or old.get("http_port"), plugins, heap)
     write_info(d, name, info)
     print(json.dumps(info))
 
@@ -641,6 +750,9 @@ def main() -> int:
     u.add_argument("name", choices=NAMES)
     u.add_argument("--dir", required=True, type=Path)
     u.add_argument("--port", type=int, help="HTTP port (opensearch, es7) or OTLP/gRPC port (otelcol)")
+    u.add_argument("--plugin", action="append", default=[], choices=sorted(PLUGINS),
+                   help="also load this plugin (built from sinks/PLUGIN/ on first use); repeatable")
+    u.add_argument("--heap", default="256m", help="Java heap of opensearch/es7, e.g. 1g (default 256m)")
     dn = sub.add_parser("down", help="stop a sink started by `up`")
     dn.add_argument("name", choices=NAMES)
     dn.add_argument("--dir", required=True, type=Path)
@@ -649,7 +761,7 @@ def main() -> int:
         if args.cmd == "build":
             build(args.name)
         elif args.cmd == "up":
-            up(args.name, args.dir, args.port)
+            up(args.name, args.dir, args.port, sorted(set(args.plugin)), args.heap)
         else:
             down(args.name, args.dir)
     except Failure as e:

@@ -1,7 +1,8 @@
 //! Event outputs: where finished events go.
 //!
 //! Every output named in the policy's `outputs:` section gets a bounded
-//! queue and one writer task. Inputs hand events to an [`EventSender`],
+//! queue and a writer task (for a network output, one lane per request in
+//! flight). Inputs hand events to an [`EventSender`],
 //! which waits while the queue is full and never drops an event; the writer
 //! takes whatever is queued in batches, writes each batch at once and keeps
 //! retrying a batch that failed until it is written. [`Outputs::shutdown`]
@@ -23,6 +24,7 @@ mod queue;
 pub mod retry;
 mod running;
 mod settings;
+mod wire;
 
 pub use health::{HealthState, OutputHealth};
 pub use metrics::OutputMetrics;

@@ -352,10 +352,7 @@ pub(super) async fn run_writer(
         sink.split_lanes()
     };
     sinks.insert(0, sink);
-    let queue = Arc::new(Queue {
-        rx: tokio::sync::Mutex::new(rx),
-        closed: std::sync::atomic::AtomicBool::new(false),
-    });
+    let queue = Arc::new(tokio::sync::Mutex::new(Queue { rx, closed: false }));
     let lanes = sinks.into_iter().map(|sink| Lane {
         name: Arc::clone(&name),
         queue: Arc::clone(&queue),
@@ -380,21 +377,22 @@ pub(super) async fn run_writer(
         }
     }
     metrics.set_depth(0);
-    unwritten + queue.rx.lock().await.len()
+    unwritten + queue.lock().await.rx.len()
 }
 
-/// The queue the lanes of one writer take their batches from.
+/// The queue the lanes of one writer take their batches from, one lane at
+/// a time.
 struct Queue {
-    rx: tokio::sync::Mutex<mpsc::Receiver<Event>>,
-    /// The queue was closed: senders waiting for room failed.
-    closed: std::sync::atomic::AtomicBool,
+    rx: mpsc::Receiver<Event>,
+    /// Closing was seen: senders waiting for room failed.
+    closed: bool,
 }
 
 /// One lane of a writer: takes a batch, writes it until it is settled,
 /// then takes the next.
 struct Lane {
     name: Arc<str>,
-    queue: Arc<Queue>,
+    queue: Arc<tokio::sync::Mutex<Queue>>,
     sink: Box<dyn Sink>,
     control: Control,
     metrics: Arc<OutputHandles>,
@@ -423,23 +421,23 @@ impl Lane {
             // back once the batch is done (written, settled or discarded).
             let mut held = 0;
             {
-                let mut rx = tokio::select! {
+                let mut queued = tokio::select! {
                     biased;
                     _ = control.abort.cancelled() => return 0,
-                    rx = queue.rx.lock() => rx,
+                    q = queue.lock() => q,
                 };
+                let Queue { rx, closed } = &mut *queued;
                 let first = loop {
-                    let open = !queue.closed.load(std::sync::atomic::Ordering::Relaxed);
                     tokio::select! {
                         biased;
                         // Given up: what is queued is left (a disk queue keeps it).
                         _ = control.abort.cancelled() => return 0,
-                        _ = control.close.cancelled(), if open => {
+                        _ = control.close.cancelled(), if !*closed => {
                             // Senders waiting for room now fail; what is queued stays.
                             if disk.is_none() {
                                 rx.close();
                             }
-                            queue.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            *closed = true;
                         }
                         ev = rx.recv() => break ev,
                     }

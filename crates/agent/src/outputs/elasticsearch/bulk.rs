@@ -48,7 +48,7 @@ struct DataStream<'a> {
 /// line itself. A line that is not a JSON object is sent as it is, to the
 /// default stream: the server's answer for it is judged like any other.
 pub fn append(body: &mut Vec<u8>, line: &[u8], meta: Option<&Meta>) {
-    let line = trim_newline(line);
+    let line = crate::outputs::wire::without_line_end(line);
     if let Some(meta) = meta {
         let cut = meta
             .metadata
@@ -116,14 +116,6 @@ fn parse_and_append(body: &mut Vec<u8>, line: &[u8]) {
         body.extend_from_slice(line);
     }
     body.push(b'\n');
-}
-
-fn trim_newline(line: &[u8]) -> &[u8] {
-    let mut l = line;
-    while let [rest @ .., b'\n' | b'\r'] = l {
-        l = rest;
-    }
-    l
 }
 
 /// What became of one document of a bulk request.

@@ -2,7 +2,6 @@
 //! failover across `hosts`, and what the server is (which decides between
 //! data streams and plain indices).
 
-use std::io::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -229,12 +228,7 @@ impl Client {
         if level == 0 {
             return Ok((Bytes::from(body), false));
         }
-        let mut gz = flate2::write::GzEncoder::new(
-            Vec::with_capacity(body.len() / 4),
-            flate2::Compression::new(level),
-        );
-        gz.write_all(&body)
-            .and_then(|()| gz.finish())
+        crate::outputs::wire::gzip_after(Vec::with_capacity(body.len() / 4), &body, level)
             .map(|v| (Bytes::from(v), true))
             .map_err(|e| RequestError::Unreachable(format!("gzip: {e}")))
     }

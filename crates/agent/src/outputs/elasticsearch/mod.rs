@@ -37,7 +37,8 @@ use crate::redact::Redactor;
 /// lanes sends one request at a time.
 const REQUESTS_PER_WORKER: usize = 4;
 
-/// The sink of one `elasticsearch` output.
+/// The sink of one `elasticsearch` output (a clone is another lane of it).
+#[derive(Clone)]
 pub(super) struct ElasticsearchSink {
     name: Arc<str>,
     client: Arc<Client>,
@@ -179,18 +180,7 @@ impl Sink for ElasticsearchSink {
     fn split_lanes(&mut self) -> Vec<Box<dyn Sink>> {
         self.lane = true;
         (1..self.worker)
-            .map(|_| -> Box<dyn Sink> {
-                Box::new(ElasticsearchSink {
-                    name: Arc::clone(&self.name),
-                    client: Arc::clone(&self.client),
-                    bulk_max_size: self.bulk_max_size,
-                    worker: self.worker,
-                    backoff: self.backoff,
-                    request_size: Arc::clone(&self.request_size),
-                    lane: true,
-                    redactor: self.redactor.clone(),
-                })
-            })
+            .map(|_| -> Box<dyn Sink> { Box::new(self.clone()) })
             .collect()
     }
 

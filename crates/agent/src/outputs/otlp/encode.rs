@@ -84,7 +84,7 @@ impl LogsEncoder {
     /// Writes `line` (one NDJSON event) as a log record observed at
     /// `now_ns`, unless it is a metric document.
     pub fn push(&mut self, line: &[u8], now_ns: u64) -> Pushed {
-        let line = trim(line);
+        let line = crate::outputs::wire::without_line_end(line);
         self.record.clear();
         self.path.clear();
         let mut walk = Walk {
@@ -160,14 +160,6 @@ impl LogsEncoder {
         out.extend_from_slice(&self.records);
         out
     }
-}
-
-fn trim(line: &[u8]) -> &[u8] {
-    let mut l = line;
-    while let [rest @ .., b'\n' | b'\r'] = l {
-        l = rest;
-    }
-    l
 }
 
 /// The state of one line's walk: the record's fields so far and the path.

@@ -8,7 +8,7 @@
 //! outputs use (gzip level 1, as the `elasticsearch` output's default):
 //! tonic compresses at level 6, which cost this output a fifth of its CPU.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -183,9 +183,7 @@ fn frame(msg: &[u8], gzip: bool) -> std::io::Result<Vec<u8>> {
     out.push(u8::from(gzip));
     out.extend_from_slice(&[0; 4]);
     if gzip {
-        let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
-        gz.write_all(msg)?;
-        out = gz.finish()?;
+        out = crate::outputs::wire::gzip_after(out, msg, 1)?;
     } else {
         out.extend_from_slice(msg);
     }

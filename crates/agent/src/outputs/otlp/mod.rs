@@ -26,7 +26,8 @@ use encode::{LogsEncoder, Pushed};
 pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
-/// The sink of one `otlp` output.
+/// The sink of one `otlp` output (a clone is another lane of it).
+#[derive(Clone)]
 pub(super) struct OtlpSink {
     name: String,
     endpoint: String,
@@ -167,18 +168,7 @@ impl Sink for OtlpSink {
     fn split_lanes(&mut self) -> Vec<Box<dyn Sink>> {
         self.lane = true;
         (1..self.num_consumers)
-            .map(|_| -> Box<dyn Sink> {
-                Box::new(OtlpSink {
-                    name: self.name.clone(),
-                    endpoint: self.endpoint.clone(),
-                    transport: self.transport.clone(),
-                    bulk_max_size: self.bulk_max_size,
-                    num_consumers: self.num_consumers,
-                    lane: true,
-                    backoff: self.backoff,
-                    redactor: self.redactor.clone(),
-                })
-            })
+            .map(|_| -> Box<dyn Sink> { Box::new(self.clone()) })
             .collect()
     }
 

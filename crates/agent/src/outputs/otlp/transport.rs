@@ -2,7 +2,6 @@
 //! judged by the outputs' one retry rule (`outputs::retry`), honouring
 //! `Retry-After`.
 
-use std::io::Write as _;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -187,12 +186,7 @@ async fn post(
     }
     let body = if gzip {
         req = req.header(hyper::header::CONTENT_ENCODING, "gzip");
-        let mut gz = flate2::write::GzEncoder::new(
-            Vec::with_capacity(body.len() / 4),
-            flate2::Compression::fast(),
-        );
-        gz.write_all(&body)
-            .and_then(|()| gz.finish())
+        crate::outputs::wire::gzip_after(Vec::with_capacity(body.len() / 4), &body, 1)
             .map_err(|e| failed(format!("gzip: {e}")))?
     } else {
         body

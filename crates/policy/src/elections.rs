@@ -6,7 +6,10 @@
 //!   provider; variables `kubernetes_leaderelection.{leader,term,holder}`;
 //! - named elections: shared settings under the provider, and one entry per
 //!   election under `elections`, each with its own Lease; variables
-//!   `kubernetes_leaderelection.NAME.{leader,term,holder}`.
+//!   `kubernetes_leaderelection.NAME.{leader,term,holder}`;
+//! - a named election with `shards: N` is N elections, shard `i` on Lease
+//!   `<lease>-<i>-of-<N>`; an input that reads its variables renders once
+//!   per shard (see [`crate::render`]), and `shard`/`shards` say which.
 //!
 //! An election runs only when some input refers to its variables.
 
@@ -30,6 +33,19 @@ pub const DEFAULT_LEASE: &str = "leasehold-cluster-leader";
 /// lease over, when `handover_after_failures` is not set.
 pub const DEFAULT_HANDOVER_AFTER_FAILURES: u32 = 3;
 
+/// The most shards an election may have: each is a Lease every agent
+/// watches, so more shards cost every agent a watch each.
+pub const MAX_SHARDS: u32 = 256;
+
+/// Which shard of a sharded election a spec is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based.
+    pub index: u32,
+    /// How many shards the election has.
+    pub count: u32,
+}
+
 /// One election as the agent runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionSpec {
@@ -50,6 +66,8 @@ pub struct ElectionSpec {
     pub release_on_shutdown: bool,
     /// Failures in a row of a gated input on the leader before handing over.
     pub handover_after_failures: u32,
+    /// Set for each shard of a sharded election.
+    pub shard: Option<Shard>,
 }
 
 impl ElectionSpec {
@@ -62,19 +80,41 @@ impl ElectionSpec {
         }
     }
 
-    /// The name shown in status and logs: the election's name, or
-    /// `default` for the single form.
-    pub fn label(&self) -> &str {
+    /// The name shown in status and logs: the election's name (with
+    /// `/<shard>` for a shard), or `default` for the single form.
+    pub fn label(&self) -> String {
+        let name = self.group();
+        match self.shard {
+            Some(s) => format!("{name}/{}", s.index),
+            None => name.to_string(),
+        }
+    }
+
+    /// The election's name, shared by all its shards (`default` for the
+    /// single form).
+    pub fn group(&self) -> &str {
         self.name.as_deref().unwrap_or("default")
     }
 
-    /// Whether variable `var` (provider included) belongs to it.
+    /// Whether variable `var` (provider included) belongs to it (to any of
+    /// its shards when it has them).
     pub fn owns_var(&self, var: &str) -> bool {
         let prefix = self.var_prefix();
         var.strip_prefix(prefix.as_str())
             .and_then(|rest| rest.strip_prefix('.'))
-            .is_some_and(|leaf| matches!(leaf, "leader" | "term" | "holder"))
+            .is_some_and(|leaf| VARIABLES.contains(&leaf))
     }
+}
+
+/// The variables of each election.
+pub const VARIABLES: [&str; 5] = ["leader", "term", "holder", "shard", "shards"];
+
+/// The Lease of shard `index` of `count` of an election whose Lease is
+/// `base`: the count is part of the name so that agents on different
+/// counts (a change of `shards` in a rolling update) never share a Lease
+/// whose shard means different work.
+pub fn shard_lease(base: &str, index: u32, count: u32) -> String {
+    format!("{base}-{index}-of-{count}")
 }
 
 /// The elections of `policy` that some input refers to, in the order
@@ -111,13 +151,37 @@ pub fn elections(policy: &Policy, vars: &Vars) -> Result<Vec<ElectionSpec>, Poli
         Some(list) => {
             for (name, own) in list.entries() {
                 let spec = read_spec(policy, vars, Some(&name.name), &[shared, own])?;
-                if used.iter().any(|v| spec.owns_var(v)) {
-                    out.push(spec);
+                if !used.iter().any(|v| spec.owns_var(v)) {
+                    continue;
+                }
+                match shard_count(policy, own)? {
+                    None => out.push(spec),
+                    Some(count) => out.extend((0..count).map(|index| ElectionSpec {
+                        lease: shard_lease(&spec.lease, index, count),
+                        shard: Some(Shard { index, count }),
+                        ..spec.clone()
+                    })),
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// The `shards` an election's own settings ask for, if any.
+fn shard_count(policy: &Policy, own: &Node) -> Result<Option<u32>, PolicyError> {
+    let Some(n) = own.get("shards") else {
+        return Ok(None);
+    };
+    match n.kind {
+        NodeKind::Int(i) if (1..=i64::from(MAX_SHARDS)).contains(&i) => Ok(u32::try_from(i).ok()),
+        _ => Err(PolicyError::new(
+            &policy.file,
+            n.pos,
+            format!("`shards` must be a whole number from 1 to {MAX_SHARDS}"),
+        )
+        .with_hint("e.g. `shards: 8`: one Lease per shard, spread over the agents")),
+    }
 }
 
 /// Reads one election; later layers override earlier ones.
@@ -250,6 +314,7 @@ fn read_spec(
             i64::from(DEFAULT_HANDOVER_AFTER_FAILURES),
         ))
         .unwrap_or(DEFAULT_HANDOVER_AFTER_FAILURES),
+        shard: None,
     })
 }
 
@@ -362,6 +427,35 @@ mod tests {
         assert!(e[1].owns_var("kubernetes_leaderelection.events.leader"));
         assert!(!e[1].owns_var("kubernetes_leaderelection.leader"));
         assert!(!e[0].owns_var("kubernetes_leaderelection.events.leader"));
+    }
+
+    #[test]
+    fn a_sharded_election_is_one_election_per_shard_each_on_its_own_lease() {
+        let p = policy(
+            "providers:\n  kubernetes_leaderelection:\n    leader_lease: lh\n    elections:\n      ksm: {shards: 3}\n      events: {leader_lease: ev}\ninputs:\n  - type: a\n    condition: ${kubernetes_leaderelection.ksm.leader} == true\n    hosts: ['ksm-${kubernetes_leaderelection.ksm.shard}:8080']\n  - type: b\n    condition: ${kubernetes_leaderelection.events.leader} == true\n",
+        );
+        let e = elections(&p, &Vars::new()).unwrap();
+        let leases: Vec<&str> = e.iter().map(|e| e.lease.as_str()).collect();
+        assert_eq!(
+            leases,
+            ["lh-ksm-0-of-3", "lh-ksm-1-of-3", "lh-ksm-2-of-3", "ev"]
+        );
+        assert_eq!(e[2].shard, Some(Shard { index: 2, count: 3 }));
+        assert_eq!(e[2].label(), "ksm/2");
+        assert_eq!(e[3].shard, None);
+        assert!(e[1].owns_var("kubernetes_leaderelection.ksm.shard"));
+        for bad in ["0", "257", "'8'"] {
+            let text = format!(
+                "providers:\n  kubernetes_leaderelection:\n    elections:\n      ksm: {{shards: {bad}}}\ninputs:\n  - type: a\n    condition: ${{kubernetes_leaderelection.ksm.leader}} == true\n"
+            );
+            let err = elections(&policy(&text), &Vars::new())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("`shards` must be a whole number from 1 to 256"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

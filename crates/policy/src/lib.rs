@@ -23,6 +23,8 @@ pub use cond::{CondError, Condition, EvalOptions};
 pub use error::{PolicyError, Pos};
 pub use lint::{Diagnostic, Severity, check};
 pub use model::{Node, NodeKind, Policy};
-pub use render::{Dropped, Rendered, RenderedInput, render, render_with};
+pub use render::{
+    Dropped, Rendered, RenderedInput, ShardedElection, render, render_sharded, render_with,
+};
 pub use value::{Map, Value};
 pub use vars::Vars;

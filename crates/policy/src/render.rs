@@ -45,6 +45,22 @@ pub struct RenderedInput {
     /// `container.id`): top-level keys to their values.
     #[serde(skip)]
     pub fields: Option<Value>,
+    /// For an input rendered once per shard of a sharded election, which
+    /// shard this rendering is (its term is that shard's).
+    #[serde(skip)]
+    pub shard: Option<u32>,
+}
+
+/// A sharded election as the renderer sees it: an input that reads its
+/// variables renders once per shard, with `kubernetes_leaderelection.NAME`
+/// holding that shard's variables, and gets the id `<id>-shard-<i>`.
+#[derive(Debug, Clone)]
+pub struct ShardedElection {
+    /// The election's name.
+    pub name: String,
+    /// Each shard's variables (`leader`, `term`, `holder`, `shard`,
+    /// `shards`), in shard order.
+    pub shards: Vec<Value>,
 }
 
 /// An input that was not rendered, and why.
@@ -249,6 +265,17 @@ pub fn render_with(
     vars: &Vars,
     dynamic: Option<&Dynamic<'_>>,
 ) -> Result<Rendered, PolicyError> {
+    render_sharded(policy, vars, dynamic, &[])
+}
+
+/// [`render_with`], and inputs that read a sharded election's variables
+/// render once per shard (see [`ShardedElection`]).
+pub fn render_sharded(
+    policy: &Policy,
+    vars: &Vars,
+    dynamic: Option<&Dynamic<'_>>,
+    sharded: &[ShardedElection],
+) -> Result<Rendered, PolicyError> {
     let mut ctx = Ctx {
         file: &policy.file,
         vars,
@@ -270,6 +297,25 @@ pub fn render_with(
         };
         let dynamic =
             dynamic.filter(|d| dynamic::reads_provider(input, d.provider, &ctx.default_provider));
+        if let Some(group) = sharded
+            .iter()
+            .find(|g| reads_election(input, &g.name, &ctx.default_provider))
+        {
+            if dynamic.is_some() {
+                out.dropped.push(Dropped {
+                    id: raw_id,
+                    reason: format!(
+                        "it reads the variables of sharded election `{}` and of a dynamic provider: an input renders once per shard or once per mapping, not both; split it in two inputs",
+                        group.name
+                    ),
+                });
+                continue;
+            }
+            render_shards(
+                &mut ctx, policy, input, group, index, raw_id, &mut out, &mut seen,
+            )?;
+            continue;
+        }
         let Some(d) = dynamic else {
             match render_one(&mut ctx, policy, input)? {
                 One::Input(config, condition_vars) => {
@@ -364,6 +410,77 @@ pub fn render_with(
         push_brought(&mut out, &mut seen, policy.inputs().len(), d);
     }
     Ok(out)
+}
+
+/// Whether `input` reads a variable of election `name`.
+fn reads_election(input: &Node, name: &str, default_provider: &str) -> bool {
+    let prefix = format!("{}.{name}", crate::elections::PROVIDER);
+    dynamic::reads_provider(input, &prefix, default_provider)
+}
+
+/// Renders `input` once per shard of `group`: rendering `i` sees the
+/// shard's variables under `kubernetes_leaderelection.NAME` and gets the id
+/// `<id>-shard-<i>`. When no shard renders it (this agent leads none), it
+/// is one dropped input with the last shard's reason.
+#[allow(clippy::too_many_arguments)]
+fn render_shards(
+    ctx: &mut Ctx<'_>,
+    policy: &Policy,
+    input: &Node,
+    group: &ShardedElection,
+    index: usize,
+    raw_id: String,
+    out: &mut Rendered,
+    seen: &mut HashMap<String, usize>,
+) -> Result<(), PolicyError> {
+    let provider = crate::elections::PROVIDER;
+    let base = match ctx.vars.lookup(provider) {
+        Some(Value::Map(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    let mut last_reason = None;
+    let mut rendered_any = false;
+    for (i, shard_vars) in group.shards.iter().enumerate() {
+        let mut store = ctx.vars.clone();
+        let mut own = base.clone();
+        own.insert(&group.name, shard_vars.clone());
+        store.set_provider(provider, Value::Map(own));
+        let mut sctx = Ctx {
+            file: ctx.file,
+            vars: &store,
+            default_provider: ctx.default_provider.clone(),
+            conditions: std::mem::take(&mut ctx.conditions),
+            condition_vars: Vec::new(),
+            provider: None,
+            used_provider: false,
+        };
+        let one = render_one(&mut sctx, policy, input);
+        ctx.conditions = sctx.conditions;
+        match one? {
+            One::Input(mut config, condition_vars) => {
+                let id = format!("{}-shard-{i}", config_id(&config));
+                config.insert("id", Value::Str(id));
+                let before = out.inputs.len();
+                push_input(out, seen, index, config, condition_vars, None);
+                if let Some(ri) = out.inputs.get_mut(before) {
+                    ri.shard = u32::try_from(i).ok();
+                }
+                rendered_any = true;
+            }
+            One::Dropped(reason) => last_reason = Some(reason),
+        }
+    }
+    if !rendered_any {
+        let reason = match last_reason {
+            Some(r) => format!(
+                "no shard of election `{}` renders it (last: {r})",
+                group.name
+            ),
+            None => format!("election `{}` has no shards", group.name),
+        };
+        out.dropped.push(Dropped { id: raw_id, reason });
+    }
+    Ok(())
 }
 
 /// The inputs the mappings bring themselves, after the policy's: each
@@ -502,6 +619,7 @@ fn push_input(
         index,
         condition_vars,
         fields,
+        shard: None,
     });
 }
 

@@ -356,3 +356,63 @@ inputs:
     );
     assert_eq!(dropped[1].0, "none");
 }
+
+#[test]
+fn an_input_of_a_sharded_election_renders_once_per_shard_this_agent_leads() {
+    use leasehold_policy::{ShardedElection, render_sharded};
+    let p = policy(
+        r#"
+inputs:
+  - id: ksm
+    type: kubernetes/metrics
+    condition: ${kubernetes_leaderelection.ksm.leader} == true
+    hosts: ["ksm-${kubernetes_leaderelection.ksm.shard}:8080"]
+    shards: ${kubernetes_leaderelection.ksm.shards}
+  - id: node
+    type: exec
+"#,
+    );
+    let shard = |i: i64, leader: bool| {
+        Value::from_json(&serde_json::json!({
+            "leader": leader, "term": if leader { serde_json::json!(i + 1) } else { serde_json::Value::Null },
+            "holder": "pod-a", "shard": i, "shards": 3
+        }))
+    };
+    let group = |leading: [bool; 3]| ShardedElection {
+        name: "ksm".into(),
+        shards: (0..3).map(|i| shard(i, leading[i as usize])).collect(),
+    };
+    let r = render_sharded(&p, &Vars::new(), None, &[group([true, false, true])]).unwrap();
+    let got: Vec<(&str, Option<u32>)> = r.inputs.iter().map(|i| (i.id.as_str(), i.shard)).collect();
+    assert_eq!(
+        got,
+        [
+            ("ksm-shard-0", Some(0)),
+            ("ksm-shard-2", Some(2)),
+            ("node", None)
+        ]
+    );
+    let Value::Map(c) = &r.inputs[1].config else {
+        panic!()
+    };
+    assert_eq!(
+        c.get("hosts"),
+        Some(&Value::List(vec![Value::Str("ksm-2:8080".into())]))
+    );
+    assert_eq!(
+        c.get("shards"),
+        Some(&Value::Int(3)),
+        "a lone variable keeps its type"
+    );
+    assert!(r.dropped.is_empty(), "{:?}", r.dropped);
+    // Leading no shard: one dropped entry, not one per shard.
+    let r = render_sharded(&p, &Vars::new(), None, &[group([false; 3])]).unwrap();
+    assert_eq!(r.inputs.len(), 1);
+    assert_eq!(r.dropped.len(), 1, "{:?}", r.dropped);
+    assert_eq!(r.dropped[0].id, "ksm");
+    assert!(
+        r.dropped[0].reason.contains("no shard of election `ksm`"),
+        "{}",
+        r.dropped[0].reason
+    );
+}

@@ -58,6 +58,7 @@ pub(super) fn known_var_type(name: &str) -> Option<Ty> {
         "kubernetes_leaderelection.leader" => Ty::Bool,
         "kubernetes_leaderelection.term" => Ty::Int,
         "kubernetes_leaderelection.holder" => Ty::Str,
+        "kubernetes_leaderelection.shard" | "kubernetes_leaderelection.shards" => Ty::Int,
         "host.name" | "host.hostname" | "host.platform" | "host.architecture" | "host.os" => {
             Ty::Str
         }
@@ -65,10 +66,10 @@ pub(super) fn known_var_type(name: &str) -> Option<Ty> {
         "agent.id" | "agent.version" | "agent.name" => Ty::Str,
         "host.arch" => Ty::Str,
         n if n.starts_with("kubernetes_leaderelection.") => {
-            // A named election: kubernetes_leaderelection.NAME.{leader,term,holder}.
+            // A named election: kubernetes_leaderelection.NAME.{leader,term,holder,shard,shards}.
             match n.rsplit_once('.').map(|(_, last)| last) {
                 Some("leader") => Ty::Bool,
-                Some("term") => Ty::Int,
+                Some("term" | "shard" | "shards") => Ty::Int,
                 Some("holder") => Ty::Str,
                 _ => return None,
             }

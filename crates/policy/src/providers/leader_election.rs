@@ -152,7 +152,7 @@ pub fn describe_timings<T: fmt::Display>(secs: [T; 3]) -> String {
 /// The hint given with a timing that is not whole seconds.
 pub const TIMING_HINT: &str = "give whole seconds as an integer or a string of digits, e.g. `15` or `\"15\"` (Elastic Agent reads these as integers; `15s` is not accepted)";
 
-const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown, handover_after_failures, elections";
+const KNOWN_SETTINGS: &str = "enabled, leader_lease, leader_leaseduration, leader_renewdeadline, leader_retryperiod, kube_config, kube_client_options, namespace, identity, release_on_shutdown, handover_after_failures, elections, shards (per named election)";
 
 const TIMING_KEYS: [&str; 3] = [
     "leader_leaseduration",
@@ -162,7 +162,7 @@ const TIMING_KEYS: [&str; 3] = [
 
 /// Names an election may not take: they are the variables of the single
 /// form (`kubernetes_leaderelection.leader`), or settings.
-pub const RESERVED_ELECTION_NAMES: [&str; 3] = ["leader", "term", "holder"];
+pub const RESERVED_ELECTION_NAMES: [&str; 5] = ["leader", "term", "holder", "shard", "shards"];
 
 /// Whether `name` may name an election: it becomes a variable path segment
 /// (`${kubernetes_leaderelection.NAME.leader}`) and part of a default Lease
@@ -296,6 +296,19 @@ fn check_settings(
             | "handover_after_failures" => "int",
             "kube_client_options" => "map",
             "elections" if shared => continue,
+            "shards" if !shared => "int",
+            "shards" => {
+                report.push(
+                    Severity::Error,
+                    key.pos,
+                    "`shards` is a setting of one named election, not of the provider".into(),
+                    Some(
+                        "move it under `elections.NAME`, e.g. `elections: {ksm: {shards: 8}}`"
+                            .into(),
+                    ),
+                );
+                continue;
+            }
             _ => {
                 report.push(
                     Severity::Warning,
@@ -370,6 +383,12 @@ fn check_settings(
                 value.pos,
                 "identity must not be empty".into(),
                 Some("remove it to default to the pod name".into()),
+            ),
+            ("shards", NodeKind::Int(i)) if !(1..=i64::from(crate::elections::MAX_SHARDS)).contains(i) => report.push(
+                Severity::Error,
+                value.pos,
+                format!("`shards` must be from 1 to {}, found {i}", crate::elections::MAX_SHARDS),
+                Some("each shard is a Lease of its own, spread over the agents".into()),
             ),
             ("handover_after_failures", NodeKind::Int(i)) if !(1..=1000).contains(i) => report.push(
                 Severity::Error,

@@ -10,6 +10,13 @@
 //! their own Lease and then read the other's, so at least one of them sees
 //! the other's write and resigns: never both work.
 //!
+//! The shards of one sharded election share its labels but guard
+//! different work: their Leases also carry the shard count, a shard watches
+//! only Leases of other counts (or none), and lists the others of its own
+//! count as [`Fence::peers`], which never block it. Shards of another
+//! shard count (a change of `shards` in a rolling update) are siblings like
+//! a renamed Lease.
+//!
 //! A held sibling stops blocking once released (the release shape), once
 //! its holder acknowledged its stopped term with nobody named, or once it
 //! went unchanged for its own `leaseDurationSeconds` on the local clock —
@@ -31,6 +38,8 @@ use crate::core::{Failure, Input, Observed};
 /// Label naming the fleet (the agents that share elections) on every Lease
 /// an elector with a fence writes.
 pub const FLEET_LABEL: &str = "leasehold.dev/fleet";
+/// Label giving the shard count on the Leases of a sharded election.
+pub const SHARDS_LABEL: &str = "leasehold.dev/shards";
 /// Label naming the election within the fleet.
 pub const ELECTION_LABEL: &str = "leasehold.dev/election";
 
@@ -44,22 +53,39 @@ pub struct Fence {
     pub fleet: String,
     /// The election within the fleet, stable across renames of its Lease.
     pub election: String,
+    /// Leases in the elector's namespace that carry the same labels but are
+    /// not rivals: the other shards of the same sharded election.
+    pub peers: Vec<String>,
+    /// The shard count, for a shard of a sharded election: written as a
+    /// label, and the siblings watched are only those of other counts, so
+    /// the peers' renewals never reach this elector.
+    pub shards: Option<u32>,
 }
 
 impl Fence {
     /// The labels, as written on Leases.
-    pub fn labels(&self) -> [(&'static str, &str); 2] {
-        [
-            (FLEET_LABEL, self.fleet.as_str()),
-            (ELECTION_LABEL, self.election.as_str()),
-        ]
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            (FLEET_LABEL, self.fleet.clone()),
+            (ELECTION_LABEL, self.election.clone()),
+        ];
+        if let Some(n) = self.shards {
+            out.push((SHARDS_LABEL, n.to_string()));
+        }
+        out
     }
 
     fn selector(&self) -> String {
-        format!(
+        let mut s = format!(
             "{FLEET_LABEL}={},{ELECTION_LABEL}={}",
             self.fleet, self.election
-        )
+        );
+        if let Some(n) = self.shards {
+            // Leases without the label (an unsharded election of the same
+            // name) match too.
+            s.push_str(&format!(",{SHARDS_LABEL}!={n}"));
+        }
+        s
     }
 }
 
@@ -85,21 +111,26 @@ struct Seen {
 /// keyed by `namespace/name`. Pure: time comes in as arguments.
 #[derive(Debug, Default)]
 pub(crate) struct Siblings {
-    own: String,
+    /// Our own Lease and its peers, as `namespace/name`.
+    own: Vec<String>,
     seen: HashMap<String, Seen>,
 }
 
 impl Siblings {
-    pub(crate) fn new(own_namespace: &str, own_lease: &str) -> Siblings {
+    pub(crate) fn new(own_namespace: &str, own_lease: &str, peers: &[String]) -> Siblings {
+        let own = std::iter::once(own_lease)
+            .chain(peers.iter().map(String::as_str))
+            .map(|l| format!("{own_namespace}/{l}"))
+            .collect();
         Siblings {
-            own: format!("{own_namespace}/{own_lease}"),
+            own,
             seen: HashMap::new(),
         }
     }
 
     /// A sibling was seen as `observed` at `now`.
     pub(crate) fn observe(&mut self, now: Instant, key: String, observed: Observed) {
-        if key == self.own {
+        if self.own.contains(&key) {
             return;
         }
         match self.seen.get_mut(&key) {
@@ -141,7 +172,7 @@ impl Siblings {
     pub(crate) fn judge(&self, now: Instant, listed: &[(String, Observed)]) -> Option<Blocker> {
         listed
             .iter()
-            .filter(|(k, _)| *k != self.own)
+            .filter(|(k, _)| !self.own.contains(k))
             .filter_map(|(k, o)| {
                 let since = match self.seen.get(k) {
                     Some(s) if s.rv == o.resource_version => s.since,
@@ -195,7 +226,7 @@ impl FenceRuntime {
         lease: &str,
     ) -> FenceRuntime {
         FenceRuntime {
-            siblings: Arc::new(Mutex::new(Siblings::new(namespace, lease))),
+            siblings: Arc::new(Mutex::new(Siblings::new(namespace, lease, &fence.peers))),
             fence,
             client,
             namespace: namespace.into(),
@@ -415,9 +446,23 @@ mod tests {
     }
 
     #[test]
+    fn the_other_shards_of_the_same_count_never_block_a_shard() {
+        let t0 = Instant::now();
+        let peers = ["ksm-0-of-2".to_string()];
+        let mut s = Siblings::new("ns", "ksm-1-of-2", &peers);
+        s.observe(t0, "ns/ksm-0-of-2".into(), held("1", "a", 15));
+        assert_eq!(s.blocker(t0), None, "a peer shard is not a rival");
+        let listed = [("ns/ksm-0-of-2".to_string(), held("2", "a", 15))];
+        assert_eq!(s.judge(t0, &listed), None);
+        // A shard of another count guards overlapping work: it blocks.
+        s.observe(t0, "ns/ksm-0-of-3".into(), held("3", "b", 15));
+        assert_eq!(s.blocker(t0).map(|b| b.holder), Some("b".to_string()));
+    }
+
+    #[test]
     fn a_held_sibling_blocks_until_released_or_unchanged_for_its_duration() {
         let t0 = Instant::now();
-        let mut s = Siblings::new("ns", "new");
+        let mut s = Siblings::new("ns", "new", &[]);
         s.observe(t0, "ns/old".into(), held("1", "pod-a", 15));
         let b = s.blocker(t0).expect("held");
         assert_eq!((b.lease.as_str(), b.holder.as_str()), ("ns/old", "pod-a"));
@@ -451,7 +496,7 @@ mod tests {
     #[test]
     fn a_cleared_holder_blocks_unless_its_term_was_acknowledged() {
         let t0 = Instant::now();
-        let mut s = Siblings::new("ns", "new");
+        let mut s = Siblings::new("ns", "new", &[]);
         let mut cleared = held("1", "", 15);
         s.observe(t0, "ns/old".into(), cleared.clone());
         assert!(s.blocker(t0).is_some(), "cleared by hand: waited out");
@@ -468,7 +513,7 @@ mod tests {
     #[test]
     fn a_fresh_list_counts_a_new_version_as_just_written() {
         let t0 = Instant::now();
-        let mut s = Siblings::new("ns", "new");
+        let mut s = Siblings::new("ns", "new", &[]);
         s.observe(t0, "ns/old".into(), held("1", "pod-a", 15));
         let later = t0 + Duration::from_secs(20);
         // Unchanged for longer than its duration: expired.

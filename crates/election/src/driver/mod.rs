@@ -339,7 +339,7 @@ impl ElectorBuilder {
         crate::names::validate_lease_name(&self.lease).map_err(BuildError::Name)?;
         if let Some(f) = &self.fence {
             for (key, value) in f.labels() {
-                crate::names::validate_label_value(key, value).map_err(BuildError::Name)?;
+                crate::names::validate_label_value(key, &value).map_err(BuildError::Name)?;
             }
         }
         if !self.custom_lock {
@@ -378,7 +378,7 @@ impl ElectorBuilder {
                     self.fence
                         .iter()
                         .flat_map(|f| f.labels())
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .map(|(k, v)| (k.to_string(), v))
                         .collect(),
                 ),
             ),

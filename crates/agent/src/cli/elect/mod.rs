@@ -197,6 +197,8 @@ async fn elect(
         builder = builder.fence(leasehold_election::Fence {
             fleet,
             election: "default".into(),
+            peers: Vec::new(),
+            shards: None,
         });
     }
     let resigner: Arc<std::sync::OnceLock<leasehold_election::Resigner>> = Arc::default();

@@ -36,7 +36,72 @@ use crate::pipeline::publisher::EventSink;
 /// Events per page when re-listing after 410.
 const LIST_PAGE: u32 = 500;
 
-const KEYS: [&str; 1] = ["namespaces"];
+const KEYS: [&str; 3] = ["namespaces", "shard", "shards"];
+
+/// The part of the cluster's Events one shard ships: those whose
+/// namespace's 64-bit FNV-1a hash is `index` modulo `count`. Every shard
+/// watches all Events and keeps its own, so N shards split the shipping
+/// (and the sinks' load) but not the watch traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceShard {
+    /// 0-based, below `count`.
+    pub index: u32,
+    /// How many shards split the namespaces.
+    pub count: u32,
+}
+
+impl NamespaceShard {
+    /// Reads `shard` and `shards` (both or neither; usually
+    /// `${kubernetes_leaderelection.NAME.shard}` and `….shards`) from
+    /// `map`; `path` prefixes the keys in problems.
+    pub fn from_settings(map: &Map, path: &str, out: &mut Vec<Problem>) -> Option<NamespaceShard> {
+        use leasehold_policy::Value;
+        let int = |k: &str| match map.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Int(i)) => u32::try_from(*i).map(Some).map_err(|_| ()),
+            Some(_) => Err(()),
+        };
+        if ["shard", "shards"]
+            .iter()
+            .any(|k| map.get(k).is_some_and(super::settings::unresolved))
+        {
+            // A variable `check` cannot resolve: judged once rendered.
+            return None;
+        }
+        let key = |k: &str| format!("{path}{k}");
+        let hint = "e.g. `shard: ${kubernetes_leaderelection.events.shard}` and `shards: ${kubernetes_leaderelection.events.shards}` with an election of `shards: N`";
+        match (int("shard"), int("shards")) {
+            (Ok(None), Ok(None)) => None,
+            (Ok(Some(index)), Ok(Some(count))) if count >= 1 && index < count => {
+                Some(NamespaceShard { index, count })
+            }
+            (Ok(Some(_)), Ok(None)) | (Ok(None), Ok(Some(_))) => {
+                out.push(
+                    Problem::new(&key("shard"), "`shard` and `shards` go together").hint(hint),
+                );
+                None
+            }
+            _ => {
+                out.push(
+                    Problem::new(
+                        &key("shard"),
+                        "`shard` must be a whole number below `shards`, and `shards` at least 1",
+                    )
+                    .hint(hint),
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether Events of `namespace` are this shard's.
+    pub fn owns(&self, namespace: &str) -> bool {
+        let h = namespace.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        h % u64::from(self.count) == u64::from(self.index)
+    }
+}
 
 /// A `kubernetes/events` input.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +110,8 @@ pub struct Events {
     pub id: String,
     /// Namespaces to watch; empty: all.
     pub namespaces: Vec<String>,
+    /// The namespaces this input ships, when sharded.
+    pub shard: Option<NamespaceShard>,
 }
 
 impl Events {
@@ -58,9 +125,11 @@ impl Events {
             ["a namespace name", "namespace names"],
             out,
         );
+        let shard = NamespaceShard::from_settings(map, "", out);
         (out.len() == before).then(|| Events {
             id: id.to_string(),
             namespaces,
+            shard,
         })
     }
 
@@ -106,8 +175,19 @@ impl Input for Events {
             let targets: Vec<Option<String>> = if self.namespaces.is_empty() {
                 vec![None]
             } else {
-                self.namespaces.iter().cloned().map(Some).collect()
+                // Listed namespaces of another shard are not watched at all.
+                self.namespaces
+                    .iter()
+                    .filter(|ns| self.shard.is_none_or(|s| s.owns(ns)))
+                    .cloned()
+                    .map(Some)
+                    .collect()
             };
+            if targets.is_empty() {
+                tracing::info!(input = %self.id, "none of the listed namespaces is this shard's: nothing to watch");
+                ctx.cancel.cancelled().await;
+                return Ok(());
+            }
             let mut tasks = tokio::task::JoinSet::new();
             for ns in targets {
                 let api: Api<KubeEvent> = match &ns {
@@ -123,6 +203,7 @@ impl Input for Events {
                     }),
                     sink: ctx.sink.clone(),
                     input: self.id.clone(),
+                    shard: self.shard,
                 };
                 let cancel = ctx.cancel.clone();
                 tasks.spawn(async move {
@@ -220,6 +301,7 @@ struct Watch {
     progress: Arc<Progress>,
     sink: EventSink,
     input: String,
+    shard: Option<NamespaceShard>,
 }
 
 impl Watch {
@@ -346,6 +428,13 @@ impl Watch {
     /// delivered; false when it was refused (term over or stopping: the
     /// caller ends soon).
     async fn ship(&self, ev: &KubeEvent, after: Position) -> Result<bool, String> {
+        if let Some(shard) = self.shard
+            && !shard.owns(ev.metadata.namespace.as_deref().unwrap_or_default())
+        {
+            // Another shard's: this one's checkpoint may move past it.
+            self.progress.reached(after);
+            return Ok(true);
+        }
         let (rv, at) = rv_and_time(ev);
         let uid = ev.metadata.uid.clone().unwrap_or_default();
         let doc = document(ev);
@@ -430,6 +519,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn namespace_shards_split_every_namespace_exactly_once() {
+        let shards: Vec<NamespaceShard> = (0..4)
+            .map(|index| NamespaceShard { index, count: 4 })
+            .collect();
+        let mut per_shard = [0usize; 4];
+        for i in 0..400 {
+            let ns = format!("team-{i}");
+            let owners: Vec<usize> = (0..4).filter(|s| shards[*s].owns(&ns)).collect();
+            assert_eq!(owners.len(), 1, "{ns}: {owners:?}");
+            per_shard[owners[0]] += 1;
+        }
+        assert!(per_shard.iter().all(|n| *n > 60), "spread: {per_shard:?}");
+        let read = |text: &str| {
+            let map = match leasehold_policy::Value::from_json(&serde_json::from_str(text).unwrap())
+            {
+                leasehold_policy::Value::Map(m) => m,
+                _ => unreachable!(),
+            };
+            let mut out = Vec::new();
+            (NamespaceShard::from_settings(&map, "", &mut out), out.len())
+        };
+        assert_eq!(
+            read(r#"{"shard": 2, "shards": 3}"#),
+            (Some(NamespaceShard { index: 2, count: 3 }), 0)
+        );
+        assert_eq!(read("{}"), (None, 0));
+        assert_eq!(read(r#"{"shard": 3, "shards": 3}"#), (None, 1));
+        assert_eq!(read(r#"{"shard": 1}"#), (None, 1));
+        assert_eq!(read(r#"{"shard": "1", "shards": 2}"#), (None, 1));
+    }
+
+    #[test]
     fn positions_round_trip_and_names_are_valid() {
         let p = Position {
             rv: "12345".into(),
@@ -440,6 +561,7 @@ mod tests {
         let e = Events {
             id: "Cluster Events/1".into(),
             namespaces: vec![],
+            shard: None,
         };
         let name = e.checkpoint_name(Some("kube-system"));
         assert!(
@@ -457,6 +579,7 @@ mod tests {
         let long = Events {
             id: "a".repeat(80),
             namespaces: vec![],
+            shard: None,
         };
         let n = long.checkpoint_name(None);
         c.set(&n, "y");

@@ -10,7 +10,7 @@ use leasehold_election::{
     ElectionHandle, Elector, Fence, Leadership, Metrics, StateChange, Timings,
 };
 use leasehold_policy::elections::{ElectionSpec, PROVIDER};
-use leasehold_policy::{Map, Value};
+use leasehold_policy::{Map, ShardedElection, Value};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -86,7 +86,8 @@ impl Election {
         timings_of(&self.spec)
     }
 
-    /// The `{leader, term, holder}` variables.
+    /// The `{leader, term, holder, shard, shards}` variables (an election
+    /// without shards is shard 0 of 1).
     pub fn vars(&self) -> Value {
         let mut m = Map::new();
         m.insert("leader", Value::Bool(self.leading.is_some()));
@@ -100,6 +101,9 @@ impl Election {
             "holder",
             self.holder.clone().map_or(Value::Null, Value::Str),
         );
+        let (index, count) = self.spec.shard.map_or((0, 1), |s| (s.index, s.count));
+        m.insert("shard", Value::Int(i64::from(index)));
+        m.insert("shards", Value::Int(i64::from(count)));
         Value::Map(m)
     }
 
@@ -153,21 +157,54 @@ pub fn provider_value(elections: &[Election]) -> Option<Value> {
     }
     let mut m = Map::new();
     for e in elections {
-        match &e.spec.name {
-            None => return Some(e.vars()),
-            Some(n) => m.insert(n.clone(), e.vars()),
+        match (&e.spec.name, e.spec.shard) {
+            (None, _) => return Some(e.vars()),
+            (Some(n), None) => m.insert(n.clone(), e.vars()),
+            // Inputs of a sharded election render once per shard with that
+            // shard's variables ([`sharded`]); here only the count.
+            (Some(n), Some(s)) => {
+                let mut g = Map::new();
+                g.insert("shards", Value::Int(i64::from(s.count)));
+                m.insert(n.clone(), Value::Map(g));
+            }
         }
     }
     Some(Value::Map(m))
+}
+
+/// The sharded elections with each shard's variables, for
+/// [`leasehold_policy::render_sharded`].
+pub fn sharded(elections: &[Election]) -> Vec<ShardedElection> {
+    let mut out: Vec<ShardedElection> = Vec::new();
+    for e in elections {
+        let (Some(name), Some(_)) = (&e.spec.name, e.spec.shard) else {
+            continue;
+        };
+        match out.iter_mut().find(|g| &g.name == name) {
+            Some(g) => g.shards.push(e.vars()),
+            None => out.push(ShardedElection {
+                name: name.clone(),
+                shards: vec![e.vars()],
+            }),
+        }
+    }
+    out
+}
+
+/// Whether `e` is the election a rendered input is bound to: the one that
+/// owns the variable, and for a sharded election the input's shard.
+pub fn binds(e: &Election, var: &str, shard: Option<u32>) -> bool {
+    e.spec.owns_var(var) && e.spec.shard.map(|s| s.index) == shard
 }
 
 /// The provider name, for [`leasehold_policy::Vars::set_provider`].
 pub const PROVIDER_NAME: &str = PROVIDER;
 
 /// The rename fence's `election` label of `spec`: its name (`default` for
-/// the unnamed election), or a hash of it when the name is no label value.
+/// the unnamed election; the same for every shard), or a hash of it when
+/// the name is no label value.
 pub fn fence_label(spec: &ElectionSpec) -> String {
-    let name = spec.label();
+    let name = spec.group();
     if leasehold_election::names::validate_label_value("election", name).is_ok() {
         return name.to_string();
     }
@@ -203,6 +240,8 @@ pub fn start(
         builder = builder.fence(Fence {
             fleet: fleet.to_string(),
             election: fence_label(&e.spec),
+            peers: shard_peers(&e.spec),
+            shards: e.spec.shard.map(|s| s.count),
         });
     }
     builder
@@ -235,11 +274,28 @@ pub fn start(
         .map_err(|e| e.to_string())
 }
 
-/// The acquisition deferral of each election (same order), so that with N
-/// elections an agent already leading k of them waits `unit × (N·k +
-/// rank)` before taking a free lease: agents leading fewer elections always
-/// come first, and among equals the per-agent random rank breaks ties.
-/// `unit` is half the retry period. One election: no deferral.
+/// The other shards' Leases of a shard's election (same count): they share
+/// its fence labels without being rivals.
+fn shard_peers(spec: &ElectionSpec) -> Vec<String> {
+    let Some(s) = spec.shard else {
+        return Vec::new();
+    };
+    let suffix = format!("-{}-of-{}", s.index, s.count);
+    let Some(base) = spec.lease.strip_suffix(&suffix) else {
+        return Vec::new();
+    };
+    (0..s.count)
+        .filter(|i| *i != s.index)
+        .map(|i| leasehold_policy::elections::shard_lease(base, i, s.count))
+        .collect()
+}
+
+/// The acquisition deferral of each election (same order), so that an
+/// agent already leading k other elections waits `unit × (k + rank / N)`
+/// before taking a free lease (N elections, `rank` < N): agents leading
+/// fewer elections always come first, among equals the per-agent random
+/// rank breaks ties, and an idle agent waits less than one unit. `unit` is
+/// half the retry period. One election: no deferral.
 pub fn deferrals(elections: &[Election]) -> Vec<Duration> {
     let n = elections.len() as u32;
     let led = elections.iter().filter(|e| e.leading.is_some()).count() as u32;
@@ -250,7 +306,8 @@ pub fn deferrals(elections: &[Election]) -> Vec<Duration> {
                 return Duration::ZERO;
             }
             let others = led - u32::from(e.leading.is_some());
-            e.timings().retry_period() / 2 * (n * others + e.rank)
+            let unit = e.timings().retry_period() / 2;
+            unit * others + unit * e.rank / n
         })
         .collect()
 }
@@ -285,6 +342,7 @@ mod tests {
                 timings_s: Default::default(),
                 release_on_shutdown: true,
                 handover_after_failures: DEFAULT_HANDOVER_AFTER_FAILURES,
+                shard: None,
             },
             namespace: "ns".into(),
             handle: None,
@@ -303,12 +361,12 @@ mod tests {
     #[test]
     fn busier_agents_wait_longer_than_any_idle_one() {
         let s = Duration::from_secs(1);
-        // Idle agent: only its rank.
+        // Idle agent: only its rank, in steps of a unit / N.
         let idle = [election(0, 1, false), election(1, 0, false)];
-        assert_eq!(deferrals(&idle), vec![s, Duration::ZERO]);
-        // Leading e0: e1 waits 2 × 1 + 0 units, more than any idle rank.
+        assert_eq!(deferrals(&idle), vec![s / 2, Duration::ZERO]);
+        // Leading e0: e1 waits 1 + 0 units, more than any idle rank.
         let busy = [election(0, 1, true), election(1, 0, false)];
-        assert_eq!(deferrals(&busy), vec![s, 2 * s]);
+        assert_eq!(deferrals(&busy), vec![s / 2, s]);
         assert!(deferrals(&busy)[1] > deferrals(&idle).into_iter().max().unwrap());
         // One election: never deferred.
         assert_eq!(deferrals(&[election(0, 0, true)]), vec![Duration::ZERO]);

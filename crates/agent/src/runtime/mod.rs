@@ -7,6 +7,9 @@
 //! token, they are tracked by the term, and the elector's step-down waits
 //! for them. Stopping never waits for the reconciler.
 
+mod balance;
+mod balancers;
+mod candidacy;
 pub mod config;
 pub mod elections;
 pub mod kubernetes;
@@ -291,6 +294,8 @@ pub struct Agent {
     provider: Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
     /// Its mappings as last rendered.
     mappings: Arc<Vec<leasehold_policy::dynamic::Mapping>>,
+    /// What spreads the shards of sharded elections.
+    balancers: balancers::Balancers,
 }
 
 impl Agent {
@@ -368,6 +373,7 @@ impl Agent {
             failures_rx,
             retry_tx,
             retry_rx,
+            balancers: balancers::Balancers::default(),
         };
         agent.publish_outputs();
         Ok(agent)
@@ -418,6 +424,7 @@ impl Agent {
                 Some(key) = self.retry_rx.recv() => {
                     self.connect_election(key).await;
                 }
+                Some(key) = self.balancers.release_rx.recv() => self.hand_over_shard(key),
             }
         }
         self.shutdown().await;
@@ -556,7 +563,7 @@ impl Agent {
                 .partition(|e| keep.contains(&e.spec));
             self.elections = stay;
             for e in go {
-                self.board.remove_election(e.spec.label());
+                self.board.remove_election(&e.spec.label());
                 if let Some(h) = e.handle {
                     tracing::info!(lease = %e.spec.lease, "election removed from the policy: stepping down");
                     h.shutdown().await;
@@ -656,6 +663,7 @@ impl Agent {
                 tracing::info!(lease = %e.spec.lease, namespace = %e.namespace, identity = %identity, "joined election {}", e.spec.label());
                 self.board
                     .set_problem(&format!("election {}", e.spec.label()), None);
+                self.balancers.ensure(&self.elections, e, conn, &identity);
                 self.elections[i].handle = Some(h);
             }
             Err(err) => {
@@ -693,7 +701,12 @@ impl Agent {
                         tracker,
                     });
                     e.state = ElectionState::Leading;
-                    e.holder = Some(self.statics.fields.name.clone());
+                    e.holder = Some(
+                        e.spec
+                            .identity
+                            .clone()
+                            .unwrap_or_else(|| self.statics.fields.name.clone()),
+                    );
                 }
             }
             ElectionEvent::SteppedDown { key, term } => {
@@ -779,18 +792,23 @@ impl Agent {
                 provider: kubernetes::PROVIDER,
                 mappings: &self.mappings,
             });
-        let rendered =
-            match leasehold_policy::render_with(&self.loaded.policy, &vars, dynamic.as_ref()) {
-                Ok(r) => r,
-                Err(e) => {
-                    // Inputs that were running keep running; stops by term still
-                    // happen through the term tokens.
-                    let e = self.loaded.redactor.redact(&e.to_string());
-                    tracing::error!("rendering the policy failed: {e}");
-                    self.board.policy_rejected(e);
-                    return;
-                }
-            };
+        let sharded = elections::sharded(&self.elections);
+        let rendered = match leasehold_policy::render_sharded(
+            &self.loaded.policy,
+            &vars,
+            dynamic.as_ref(),
+            &sharded,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                // Inputs that were running keep running; stops by term still
+                // happen through the term tokens.
+                let e = self.loaded.redactor.redact(&e.to_string());
+                tracing::error!("rendering the policy failed: {e}");
+                self.board.policy_rejected(e);
+                return;
+            }
+        };
         // Rendered settings may hold secrets from variables: redact those
         // too from what inputs report.
         let mut redactor = self.loaded.redactor.clone();
@@ -808,10 +826,11 @@ impl Agent {
             .collect();
         let mut desired: Vec<(Instance, InputSpec, Option<Value>)> = Vec::new();
         for ri in &rendered.inputs {
-            let election = ri
-                .condition_vars
-                .iter()
-                .find_map(|v| self.elections.iter().find(|e| e.spec.owns_var(v)));
+            let election = ri.condition_vars.iter().find_map(|v| {
+                self.elections
+                    .iter()
+                    .find(|e| elections::binds(e, v, ri.shard))
+            });
             let binding = election.and_then(|e| {
                 e.leading.as_ref().map(|t| Binding {
                     election: e.key,
@@ -1025,9 +1044,27 @@ impl Agent {
         }
     }
 
-    fn publish_elections(&self) {
+    fn publish_elections(&mut self) {
         for e in &self.elections {
             self.board.set_election(e.spec.label(), e.status());
+        }
+        self.balancers.publish(&self.elections);
+    }
+
+    /// Hands shard `key` over (its balancer found it led by this agent while
+    /// another candidate leads two fewer): steps down, releases the Lease
+    /// once the shard's work stopped, and holds back a third of a lease
+    /// duration so that the other candidate takes it.
+    fn hand_over_shard(&mut self, key: usize) {
+        let Some(e) = self.elections.iter().find(|e| e.key == key) else {
+            return;
+        };
+        if e.leading.is_none() {
+            return;
+        }
+        if let Some(h) = &e.handle {
+            tracing::info!(lease = %e.spec.lease, "handing shard {} over", e.spec.label());
+            h.resigner().resign(e.timings().lease_duration() / 3);
         }
     }
 
@@ -1095,6 +1132,7 @@ impl Agent {
             .filter(|n| self.outputs.has_disk_queue(n))
             .collect();
         let left = self.outputs.shutdown(outputs_until).await;
+        self.balancers.shutdown(deadline).await;
         let handles: Vec<_> = self
             .elections
             .iter_mut()

@@ -30,6 +30,17 @@ impl<'p> Cluster<'p> {
         policy_text: Option<String>,
     ) -> Result<Cluster<'p>> {
         let ns = plane.namespace(prefix).await?;
+        Self::start_in(plane, ns, n, policy_text).await
+    }
+
+    /// As [`Cluster::start`], in namespace `ns` (for narrower or wider
+    /// rights than [`ControlPlane::namespace`] grants).
+    pub async fn start_in(
+        plane: &'p ControlPlane,
+        ns: TestNamespace,
+        n: u32,
+        policy_text: Option<String>,
+    ) -> Result<Cluster<'p>> {
         let dir = tempfile::Builder::new()
             .prefix("leasehold-run-")
             .tempdir()?;
@@ -67,6 +78,20 @@ impl<'p> Cluster<'p> {
             a.wait_ready()?;
         }
         Ok(c)
+    }
+
+    /// Adds agent `k` (the next after the last) to the cluster, started.
+    pub fn add(&mut self, k: u32) -> Result<()> {
+        anyhow::ensure!(
+            k as usize == self.agents.len() + 1,
+            "agents are added in order"
+        );
+        let out = self.outs[0].with_file_name(format!("out-{k}"));
+        self.outs.push(out);
+        self.started.push(0);
+        let a = self.spawn(k)?;
+        self.agents.push(Some(a));
+        Ok(())
     }
 
     pub fn spawn(&mut self, k: u32) -> Result<AgentProc> {

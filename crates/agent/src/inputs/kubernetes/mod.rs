@@ -22,6 +22,7 @@ use super::prometheus::{STREAM_KEYS, StreamSchema, read_streams};
 use super::scrape::{self, Metricset, Stream};
 use super::settings::{DataStream, Problem, unknown_keys_lenient};
 use super::{Input, InputContext};
+use crate::inputs::events::NamespaceShard;
 
 /// A `kubernetes/metrics` input.
 pub struct KubernetesMetrics {
@@ -36,11 +37,15 @@ pub struct KubernetesMetrics {
 /// Takes the `event` metricset out of `map`'s streams: the stream's data
 /// stream (default `metrics` / `kubernetes.event`) and namespace, and the
 /// map left for the scraped metricsets.
+/// The `event` stream of a `kubernetes/metrics` input: its data stream,
+/// namespaces and namespace shard.
+type EventStream = (DataStream, Vec<String>, Option<NamespaceShard>);
+
 fn split_event_stream(
     map: &Map,
     input_ds: &DataStream,
     out: &mut Vec<Problem>,
-) -> (Map, Option<(DataStream, Vec<String>)>) {
+) -> (Map, Option<EventStream>) {
     use leasehold_policy::Value;
     let names = |m: &Map| -> Vec<String> {
         match m.get("metricsets") {
@@ -103,7 +108,8 @@ fn split_event_stream(
             Some(Value::Str(ns)) if !ns.is_empty() => vec![ns.clone()],
             _ => Vec::new(),
         };
-        found = Some((ds, namespaces));
+        let shard = NamespaceShard::from_settings(m, &format!("streams.{i}."), out);
+        found = Some((ds, namespaces, shard));
         let others: Vec<Value> = n
             .into_iter()
             .filter(|x| x != "event")
@@ -146,11 +152,12 @@ impl KubernetesMetrics {
         unknown_keys_lenient(map, &keys, "kubernetes/metrics", out);
         let (map, event) = split_event_stream(map, ds, out);
         let map = &map;
-        let events = event.map(|(ds, namespaces)| {
+        let events = event.map(|(ds, namespaces, shard)| {
             (
                 Arc::new(crate::inputs::events::Events {
                     id: id.to_string(),
                     namespaces,
+                    shard,
                 }),
                 ds,
             )

@@ -577,7 +577,7 @@ def cmd_up(args: argparse.Namespace) -> None:
 def cmd_down(args: argparse.Namespace) -> None:
     plane = Plane(Path(args.dir))
     try:
-        ksm_down(plane)
+        ksm_down_all(plane)
     except Failure as e:
         log(f"error: {e}")
     if not (plane.dir / "pids").exists():
@@ -604,8 +604,14 @@ def cmd_stop(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- kube-state-metrics
 
 
-def ksm_state_file(plane: Plane) -> Path:
-    return plane.dir / "ksm.json"
+def ksm_state_file(plane: Plane, shard: int | None = None) -> Path:
+    """`ksm.json`, or `ksm-shard-I.json` for shard I of a sharded run."""
+    return plane.dir / ("ksm.json" if shard is None else f"ksm-shard-{shard}.json")
+
+
+def ksm_state_files(plane: Plane) -> list[Path]:
+    """Every kube-state-metrics recorded in DIR, sharded or not."""
+    return sorted(plane.dir.glob("ksm*.json"))
 
 
 def ksm_identity(state: dict) -> None:
@@ -666,13 +672,20 @@ def ksm_alive(pid: int) -> bool:
     return argv0.decode(errors="replace").endswith("/" + KSM)
 
 
-def ksm_up(plane: Plane) -> dict:
+def ksm_up(plane: Plane, shard: int | None = None, total: int | None = None,
+           host: str = "127.0.0.1", port: int | None = None) -> dict:
+    """Starts kube-state-metrics; with `shard`/`total`, as shard `shard` of
+    `total` (its `--shard`/`--total-shards`), serving on `host`:`port`."""
+    if (shard is None) != (total is None):
+        raise Failure("--shard and --total-shards go together")
+    if shard is not None and not 0 <= shard < total:
+        raise Failure(f"--shard must be from 0 to {total - 1}, got {shard}")
     state = plane.load()
     pid = plane.read_pids().get("kube-apiserver")
     if pid is None or not alive(pid):
         raise Failure(f"no running kube-apiserver in {plane.dir}: run `controlplane/up --dir {plane.dir}` first")
     try:
-        running = json.loads(ksm_state_file(plane).read_text())
+        running = json.loads(ksm_state_file(plane, shard).read_text())
     except (FileNotFoundError, ValueError):
         running = None
     if running and ksm_alive(running.get("pid", 0)):
@@ -689,33 +702,36 @@ def ksm_up(plane: Plane) -> dict:
         raise Failure(f"creating the {KSM} identity failed: {e}")
     kubeconfig_path = plane.dir / f"{KSM}.kubeconfig"
     write_private(kubeconfig_path, kubeconfig(state, ksm_user(), token))
-    port, telemetry_port = free_port(), free_port()
-    log_path = plane.dir / "ksm.log"
+    port, telemetry_port = port or free_port(), free_port()
+    log_path = plane.dir / ("ksm.log" if shard is None else f"ksm-shard-{shard}.log")
     log_file = open(log_path, "ab")
+    sharding = [] if shard is None else [f"--shard={shard}", f"--total-shards={total}"]
     proc = subprocess.Popen(
         [str(binary), f"--kubeconfig={kubeconfig_path}",
-         "--host=127.0.0.1", f"--port={port}",
+         f"--host={host}", f"--port={port}",
          "--telemetry-host=127.0.0.1", f"--telemetry-port={telemetry_port}",
-         f"--resources={','.join(KSM_RESOURCES)}"],
+         f"--resources={','.join(KSM_RESOURCES)}", *sharding],
         stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, cwd=plane.dir,
     )
     log_file.close()
-    info = {"pid": proc.pid, "port": port, "telemetry_port": telemetry_port,
+    info = {"pid": proc.pid, "host": host, "port": port, "telemetry_port": telemetry_port,
+            "shard": shard, "total_shards": total,
             "kubeconfig": str(kubeconfig_path), "user": ksm_user(), "version": KSM_VERSION,
             "resources": list(KSM_RESOURCES)}
     # Recorded before the wait, so that `down` finds it whatever happens next.
-    write_private(ksm_state_file(plane), json.dumps(info, indent=2) + "\n")
+    write_private(ksm_state_file(plane, shard), json.dumps(info, indent=2) + "\n")
     started = time.monotonic()
     try:
-        ksm_wait_ready(proc, port, telemetry_port, log_path)
+        ksm_wait_ready(proc, host, port, telemetry_port, log_path)
     except BaseException:
-        ksm_down(plane)
+        ksm_down(plane, shard)
         raise
     log(f"{KSM} ready in {time.monotonic() - started:.1f} s")
     return info
 
 
-def ksm_wait_ready(proc: subprocess.Popen, port: int, telemetry_port: int, log_path: Path) -> None:
+def ksm_wait_ready(proc: subprocess.Popen, host: str, port: int, telemetry_port: int,
+                   log_path: Path) -> None:
     """Ready: its telemetry `/readyz` answers 200, every resource has been
     listed, and `/metrics` answers 200."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -731,7 +747,7 @@ def ksm_wait_ready(proc: subprocess.Popen, port: int, telemetry_port: int, log_p
             status, telemetry = http_get(f"{base}/metrics")
             if status == 200 and ksm_listed(telemetry):
                 step = "waiting for /metrics"
-                if http_get(f"http://127.0.0.1:{port}/metrics")[0] == 200:
+                if http_get(f"http://{host}:{port}/metrics")[0] == 200:
                     return
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
@@ -739,8 +755,17 @@ def ksm_wait_ready(proc: subprocess.Popen, port: int, telemetry_port: int, log_p
                   f"{tail_of(log_path)}")
 
 
-def ksm_down(plane: Plane) -> None:
-    path = ksm_state_file(plane)
+def ksm_down(plane: Plane, shard: int | None = None) -> None:
+    """Stops the kube-state-metrics of `shard` (or the unsharded one)."""
+    ksm_stop_recorded(ksm_state_file(plane, shard))
+
+
+def ksm_down_all(plane: Plane) -> None:
+    for path in ksm_state_files(plane):
+        ksm_stop_recorded(path)
+
+
+def ksm_stop_recorded(path: Path) -> None:
     try:
         pid = json.loads(path.read_text())["pid"]
     except (FileNotFoundError, ValueError, KeyError):
@@ -753,13 +778,17 @@ def ksm_down(plane: Plane) -> None:
 
 def cmd_ksm_up(args: argparse.Namespace) -> None:
     plane = Plane(Path(args.dir))
-    info = ksm_up(plane)
-    print(f"{KSM} ready: http://127.0.0.1:{info['port']}/metrics "
-          f"(pid {info['pid']}, log: {plane.dir / 'ksm.log'})")
+    info = ksm_up(plane, args.shard, args.total_shards, args.host, args.port)
+    print(f"{KSM} ready: http://{info['host']}:{info['port']}/metrics "
+          f"(pid {info['pid']})")
 
 
 def cmd_ksm_down(args: argparse.Namespace) -> None:
-    ksm_down(Plane(Path(args.dir)))
+    plane = Plane(Path(args.dir))
+    if args.shard is None:
+        ksm_down_all(plane)
+    else:
+        ksm_down(plane, args.shard)
 
 
 def cmd_build(_args: argparse.Namespace) -> None:
@@ -791,6 +820,12 @@ def main() -> int:
     for name, fn in (("up", cmd_ksm_up), ("down", cmd_ksm_down)):
         s = ksm_sub.add_parser(name)
         s.add_argument("--dir", required=True)
+        s.add_argument("--shard", type=int, help="run as this shard (0-based) of --total-shards")
+        if name == "up":
+            s.add_argument("--total-shards", type=int)
+            s.add_argument("--host", default="127.0.0.1",
+                           help="address to serve /metrics on (any of 127.0.0.0/8)")
+            s.add_argument("--port", type=int, help="port to serve /metrics on (default: a free one)")
         s.set_defaults(fn=fn)
     return run_command(p.parse_args(), log)
 

@@ -525,3 +525,132 @@ async fn a_new_shard_count_in_a_rolling_update_waits_for_the_old_shards_to_let_g
     a3.stop_cleanly()?;
     Ok(())
 }
+
+/// Every `state_pod` document's pod (`namespace/name`) by shard, from the
+/// agents' files; and who wrote each shard's documents (checked one at a
+/// time by the caller).
+fn pods_by_shard(
+    c: &Cluster<'_>,
+    shards: usize,
+) -> Result<Vec<std::collections::BTreeSet<String>>> {
+    let mut out = vec![std::collections::BTreeSet::new(); shards];
+    for dir in &c.outs {
+        let Ok(text) = std::fs::read_to_string(dir.join("events.ndjson")) else {
+            continue;
+        };
+        for line in complete_lines(&text) {
+            let v: Value = serde_json::from_str(line)?;
+            let Some(i) = v["input"]["id"]
+                .as_str()
+                .and_then(|i| i.strip_prefix("state-shard-"))
+            else {
+                continue;
+            };
+            let i: usize = i.parse()?;
+            let k = &v["kubernetes"];
+            if let (Some(ns), Some(pod)) = (k["namespace"].as_str(), k["pod"]["name"].as_str()) {
+                out[i].insert(format!("{ns}/{pod}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A simulated cluster (500 Nodes, 5,000 Pods made through the API) on a
+/// control plane of this test's own, kube-state-metrics run as four shards
+/// (`--shard`/`--total-shards`, shard I on 127.0.I.1), three agents with a
+/// `state_pod` input on a four-shard election pointing shard I at
+/// 127.0.I.1: every Pod is reported, each by exactly one shard, and each
+/// shard's documents come from one agent at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_state_metrics_over_a_simulated_cluster_report_every_pod_once() -> Result<()> {
+    const KSM_SHARDS: usize = 4;
+    let plane = ControlPlane::dedicated()?;
+    let admin = plane.admin_client().await?;
+    let sim = leasehold_testkit::simulated::populate(&admin, "sim", 500, 5, 5_000).await?;
+    println!(
+        "simulated cluster: {} Nodes and {} Pods made in {:.1} s",
+        sim.nodes.len(),
+        sim.pods.len(),
+        sim.took.as_secs_f64()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut ksm = Vec::new();
+    for i in 0..KSM_SHARDS {
+        let addr = std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(127, 0, i as u8, 1), port);
+        ksm.push(leasehold_testkit::KubeStateMetrics::start_shard(
+            &plane,
+            i as u32,
+            KSM_SHARDS as u32,
+            addr,
+        )?);
+    }
+    let ns = plane
+        .namespace_with_verbs(
+            "run-ksm-shards",
+            &["get", "list", "watch", "create", "update", "delete"],
+        )
+        .await?;
+    let policy = format!(
+        r#"providers:
+  kubernetes_leaderelection:
+    namespace: ${{env.POD_NAMESPACE}}
+    identity: ${{env.POD_NAME}}
+    leader_leaseduration: {LEASE_S}
+    leader_renewdeadline: {RENEW_S}
+    leader_retryperiod: {RETRY_S}
+    elections:
+      ksm: {{leader_lease: ksm, shards: {KSM_SHARDS}}}
+outputs:
+  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events, rotate_every_kb: 1048576}}
+inputs:
+  - id: state
+    type: kubernetes/metrics
+    condition: ${{kubernetes_leaderelection.ksm.leader}} == true
+    streams:
+      - metricsets: [state_pod]
+        period: 3s
+        hosts: ['127.0.${{kubernetes_leaderelection.ksm.shard}}.1:{port}']
+"#
+    );
+    let c = Cluster::start_in(&plane, ns, 3, Some(policy)).await?;
+    let want: std::collections::BTreeSet<String> = sim.pods.iter().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(20 * LEASE_S) + MARGIN;
+    let by_shard = loop {
+        let by_shard = pods_by_shard(&c, KSM_SHARDS)?;
+        let seen: std::collections::BTreeSet<&String> = by_shard.iter().flatten().collect();
+        if want.iter().all(|p| seen.contains(p)) {
+            break by_shard;
+        }
+        if Instant::now() > deadline {
+            let sizes: Vec<usize> = by_shard.iter().map(|s| s.len()).collect();
+            bail!(
+                "{} of {} Pods never reported (per shard: {sizes:?})",
+                want.iter().filter(|p| !seen.contains(p)).count(),
+                want.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let sizes: Vec<usize> = by_shard
+        .iter()
+        .map(|s| s.iter().filter(|p| want.contains(*p)).count())
+        .collect();
+    println!("Pods per shard: {sizes:?}");
+    ensure!(
+        sizes.iter().sum::<usize>() == want.len(),
+        "a Pod reported by two shards (per shard {sizes:?}, {} Pods)",
+        want.len()
+    );
+    ensure!(
+        sizes.iter().all(|n| *n > 0),
+        "a shard reported no Pod: {sizes:?}"
+    );
+    let evs = c.events()?;
+    for i in 0..KSM_SHARDS {
+        check_one_at_a_time(&evs, &format!("state-shard-{i}"))?;
+    }
+    Ok(())
+}

@@ -23,6 +23,8 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Deserialize)]
 struct Info {
     pid: u32,
+    #[serde(default = "loopback")]
+    host: std::net::Ipv4Addr,
     port: u16,
     telemetry_port: u16,
     kubeconfig: PathBuf,
@@ -35,7 +37,10 @@ struct Info {
 /// [`ControlPlane::kube_state_metrics`], which shares it.
 pub struct KubeStateMetrics {
     dir: PathBuf,
+    /// Which shard it is, if started as one.
+    shard: Option<u32>,
     pid: u32,
+    host: std::net::Ipv4Addr,
     port: u16,
     telemetry_port: u16,
     kubeconfig: PathBuf,
@@ -46,11 +51,42 @@ impl KubeStateMetrics {
     /// (every resource listed, `/metrics` answering). Blocks for a few
     /// seconds; fails if one already runs for this plane.
     pub fn start(plane: &ControlPlane) -> Result<KubeStateMetrics> {
+        Self::start_with(plane, None, None)
+    }
+
+    /// Starts shard `shard` of `total` (`--shard`, `--total-shards`),
+    /// serving `/metrics` on `addr`: several shards can share one port on
+    /// different loopback addresses (127.0.1.I), so that a policy can name
+    /// shard I's host from the shard number alone.
+    pub fn start_shard(
+        plane: &ControlPlane,
+        shard: u32,
+        total: u32,
+        addr: std::net::SocketAddrV4,
+    ) -> Result<KubeStateMetrics> {
+        Self::start_with(plane, Some((shard, total)), Some(addr))
+    }
+
+    fn start_with(
+        plane: &ControlPlane,
+        shard: Option<(u32, u32)>,
+        addr: Option<std::net::SocketAddrV4>,
+    ) -> Result<KubeStateMetrics> {
         let dir = plane.dir().to_path_buf();
-        let up = Command::new(script("ksm"))
-            .arg("up")
-            .arg("--dir")
-            .arg(&dir)
+        let mut cmd = Command::new(script("ksm"));
+        cmd.arg("up").arg("--dir").arg(&dir);
+        if let Some((i, n)) = shard {
+            cmd.args(["--shard", &i.to_string(), "--total-shards", &n.to_string()]);
+        }
+        if let Some(a) = addr {
+            cmd.args([
+                "--host",
+                &a.ip().to_string(),
+                "--port",
+                &a.port().to_string(),
+            ]);
+        }
+        let up = cmd
             .stdin(Stdio::null())
             .output()
             .context("running controlplane/ksm up")?;
@@ -61,13 +97,19 @@ impl KubeStateMetrics {
                 String::from_utf8_lossy(&up.stderr)
             );
         }
+        let file = match shard {
+            None => "ksm.json".to_string(),
+            Some((i, _)) => format!("ksm-shard-{i}.json"),
+        };
         let info: Info = serde_json::from_slice(
-            &std::fs::read(dir.join("ksm.json")).context("reading ksm.json")?,
+            &std::fs::read(dir.join(&file)).with_context(|| format!("reading {file}"))?,
         )
-        .context("parsing ksm.json")?;
+        .with_context(|| format!("parsing {file}"))?;
         Ok(KubeStateMetrics {
             dir,
+            shard: shard.map(|(i, _)| i),
             pid: info.pid,
+            host: info.host,
             port: info.port,
             telemetry_port: info.telemetry_port,
             kubeconfig: info.kubeconfig,
@@ -76,7 +118,7 @@ impl KubeStateMetrics {
 
     /// The URL of the exported object metrics.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/metrics", self.port)
+        format!("http://{}:{}/metrics", self.host, self.port)
     }
 
     /// The URL of kube-state-metrics' metrics about itself.
@@ -102,7 +144,7 @@ impl KubeStateMetrics {
     /// One blocking `GET /metrics`, bounded by [`SCRAPE_TIMEOUT`]; the body
     /// in the Prometheus text format.
     pub fn scrape(&self) -> Result<String> {
-        http_get(SocketAddr::from(([127, 0, 0, 1], self.port)), "/metrics")
+        http_get(SocketAddr::from((self.host, self.port)), "/metrics")
     }
 
     /// One blocking `GET /metrics` of its own telemetry.
@@ -116,10 +158,12 @@ impl KubeStateMetrics {
     /// Runs `controlplane/ksm down` (SIGTERM, then SIGKILL after a bounded
     /// wait); nothing happens if it already stopped.
     pub fn stop(&self) -> Result<()> {
-        let down = Command::new(script("ksm"))
-            .arg("down")
-            .arg("--dir")
-            .arg(&self.dir)
+        let mut cmd = Command::new(script("ksm"));
+        cmd.arg("down").arg("--dir").arg(&self.dir);
+        if let Some(i) = self.shard {
+            cmd.args(["--shard", &i.to_string()]);
+        }
+        let down = cmd
             .stdin(Stdio::null())
             .output()
             .context("running controlplane/ksm down")?;
@@ -141,6 +185,10 @@ impl Drop for KubeStateMetrics {
             let _ = self.stop();
         }
     }
+}
+
+fn loopback() -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::LOCALHOST
 }
 
 /// A blocking HTTP/1.0 GET (the reply is then neither chunked nor kept

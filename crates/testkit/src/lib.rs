@@ -26,6 +26,7 @@ pub mod overlap;
 mod plane;
 mod process;
 mod proxy;
+pub mod simulated;
 pub mod sinks;
 pub mod tools;
 pub mod work;

@@ -123,18 +123,20 @@ pub async fn ready_node(client: &Client, name: &str) -> Result<Node> {
         .with_context(|| format!("setting node {name} Ready"))
 }
 
+/// The Pod [`pending_pod`] creates, not yet created.
+pub fn pod_named(name: &str) -> Pod {
+    Pod {
+        metadata: meta(name),
+        spec: Some(pod_spec()),
+        ..Default::default()
+    }
+}
+
 /// Creates Pod `name` in `namespace` (which needs a `default`
 /// ServiceAccount, see [`namespace`]); with no scheduler it stays `Pending`.
 pub async fn pending_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod> {
     Api::<Pod>::namespaced(client.clone(), namespace)
-        .create(
-            &PostParams::default(),
-            &Pod {
-                metadata: meta(name),
-                spec: Some(pod_spec()),
-                ..Default::default()
-            },
-        )
+        .create(&PostParams::default(), &pod_named(name))
         .await
         .with_context(|| format!("creating pod {namespace}/{name}"))
 }

@@ -21,10 +21,10 @@ struct Balancer {
     join: JoinHandle<()>,
 }
 
-/// The running balancers, by election name, and where they ask for
-/// hand-overs.
+/// The running balancers, by election name and shard count (a reload that
+/// changes the count starts a new one), and where they ask for hand-overs.
 pub struct Balancers {
-    running: HashMap<String, Balancer>,
+    running: HashMap<(String, u32), Balancer>,
     release_tx: UnboundedSender<usize>,
     /// Election keys of shards to hand over.
     pub release_rx: UnboundedReceiver<usize>,
@@ -41,11 +41,13 @@ impl Default for Balancers {
     }
 }
 
-/// The shards of election `name`, in shard order.
-fn view_of(elections: &[Election], name: &str) -> Vec<ShardView> {
+/// The shards of election `name` with `count` shards, in shard order.
+fn view_of(elections: &[Election], name: &str, count: u32) -> Vec<ShardView> {
     let mut shards: Vec<(u32, ShardView)> = elections
         .iter()
-        .filter(|e| e.spec.shard.is_some() && e.spec.name.as_deref() == Some(name))
+        .filter(|e| {
+            e.spec.shard.is_some_and(|s| s.count == count) && e.spec.name.as_deref() == Some(name)
+        })
         .map(|e| {
             (
                 e.spec.shard.map_or(0, |s| s.index),
@@ -72,7 +74,8 @@ impl Balancers {
         let (Some(name), Some(shard)) = (&e.spec.name, e.spec.shard) else {
             return;
         };
-        if self.running.contains_key(name) {
+        let id = (name.clone(), shard.count);
+        if self.running.contains_key(&id) {
             return;
         }
         let suffix = format!("-{}-of-{}", shard.index, shard.count);
@@ -90,18 +93,17 @@ impl Balancers {
             identity: identity.to_string(),
             lease_duration: e.timings().lease_duration(),
         };
-        let (view, rx) = watch::channel(view_of(elections, name));
+        let (view, rx) = watch::channel(view_of(elections, name, shard.count));
         let stop = CancellationToken::new();
         let join = tokio::spawn(candidacy.run(rx, self.release_tx.clone(), stop.clone()));
-        self.running
-            .insert(name.clone(), Balancer { view, stop, join });
+        self.running.insert(id, Balancer { view, stop, join });
     }
 
     /// Gives every balancer its shards' holders; stops those whose
     /// election is gone.
     pub fn publish(&mut self, elections: &[Election]) {
-        self.running.retain(|name, b| {
-            let view = view_of(elections, name);
+        self.running.retain(|(name, count), b| {
+            let view = view_of(elections, name, *count);
             if view.is_empty() {
                 b.stop.cancel();
                 return false;

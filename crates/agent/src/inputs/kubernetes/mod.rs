@@ -225,3 +225,36 @@ impl Input for KubernetesMetrics {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(streams: serde_json::Value) -> (Option<KubernetesMetrics>, Vec<Problem>) {
+        let leasehold_policy::Value::Map(map) =
+            leasehold_policy::Value::from_json(&serde_json::json!({ "streams": streams }))
+        else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        let k = KubernetesMetrics::from_settings("events", &map, &DataStream::default(), &mut out);
+        (k, out)
+    }
+
+    #[test]
+    fn the_event_stream_takes_its_namespace_shard() {
+        let (k, problems) =
+            read(serde_json::json!([{"metricsets": ["event"], "shard": 1, "shards": 4}]));
+        assert!(problems.is_empty(), "{problems:?}");
+        let (events, _) = k.and_then(|k| k.events).expect("an event stream");
+        assert_eq!(
+            events.shard,
+            Some(crate::inputs::events::NamespaceShard { index: 1, count: 4 })
+        );
+        let (k, problems) =
+            read(serde_json::json!([{"metricsets": ["event"], "shard": 4, "shards": 4}]));
+        assert!(k.is_none());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path.join("."), "streams.0.shard");
+    }
+}

@@ -31,10 +31,9 @@ use serde_json::Value;
 const SHARDS: usize = 8;
 const AGENTS: u32 = 4;
 
-/// The policy: election `work` of eight shards, each running `tick` and
-/// `events`, and a node-local `local` input.
-fn shard_policy(event_namespaces: &[&str]) -> String {
-    let namespaces: Vec<String> = event_namespaces.iter().map(|n| format!("'{n}'")).collect();
+/// A test policy: election `NAME` of `shards` shards on Lease `NAME`, the
+/// test timings, a file output, and `inputs` (policy text).
+fn sharded_policy(name: &str, shards: usize, inputs: &str) -> String {
     format!(
         r#"providers:
   kubernetes_leaderelection:
@@ -44,28 +43,28 @@ fn shard_policy(event_namespaces: &[&str]) -> String {
     leader_renewdeadline: {RENEW_S}
     leader_retryperiod: {RETRY_S}
     elections:
-      work: {{leader_lease: work, shards: {SHARDS}}}
+      {name}: {{leader_lease: {name}, shards: {shards}}}
 agent:
   shutdown_timeout: 10s
 outputs:
-  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events}}
+  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events, rotate_every_kb: 1048576}}
 inputs:
-  - id: tick
-    type: exec
-    condition: ${{kubernetes_leaderelection.work.leader}} == true
-    command: [sh, -c, 'while :; do echo ${{kubernetes_leaderelection.work.shard}}; sleep 0.05; done']
-  - id: events
-    type: kubernetes/events
-    condition: ${{kubernetes_leaderelection.work.leader}} == true
-    namespaces: [{}]
-    shard: ${{kubernetes_leaderelection.work.shard}}
-    shards: ${{kubernetes_leaderelection.work.shards}}
-  - id: local
-    type: exec
-    command: [sh, -c, 'while :; do echo local; sleep 0.05; done']
-"#,
-        namespaces.join(", ")
+{inputs}"#
     )
+}
+
+/// The gated `tick` input of election `work`: its shard number every 50 ms.
+const TICK: &str = "  - id: tick\n    type: exec\n    condition: ${kubernetes_leaderelection.work.leader} == true\n    command: [sh, -c, 'while :; do echo ${kubernetes_leaderelection.work.shard}; sleep 0.05; done']\n";
+
+/// The policy of the four-agent test: election `work` of eight shards,
+/// each running `tick` and `events`, and a node-local `local` input.
+fn shard_policy(event_namespaces: &[&str]) -> String {
+    let namespaces: Vec<String> = event_namespaces.iter().map(|n| format!("'{n}'")).collect();
+    let inputs = format!(
+        "{TICK}  - id: events\n    type: kubernetes/events\n    condition: ${{kubernetes_leaderelection.work.leader}} == true\n    namespaces: [{}]\n    shard: ${{kubernetes_leaderelection.work.shard}}\n    shards: ${{kubernetes_leaderelection.work.shards}}\n  - id: local\n    type: exec\n    command: [sh, -c, 'while :; do echo local; sleep 0.05; done']\n",
+        namespaces.join(", ")
+    );
+    sharded_policy("work", SHARDS, &inputs)
 }
 
 /// The shard a namespace's Events belong to: FNV-1a 64 of the name,
@@ -75,20 +74,6 @@ fn shard_of(namespace: &str) -> usize {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     (h % SHARDS as u64) as usize
-}
-
-/// Each shard Lease's holder, as the API server has it.
-async fn holders(api: &Api<Lease>) -> Result<Vec<Option<String>>> {
-    let mut out = Vec::new();
-    for i in 0..SHARDS {
-        let l = api.get_opt(&format!("work-{i}-of-{SHARDS}")).await?;
-        out.push(
-            l.and_then(|l| l.spec)
-                .and_then(|s| s.holder_identity)
-                .filter(|h| !h.is_empty()),
-        );
-    }
-    Ok(out)
 }
 
 /// Waits until every shard is held by one of `agents`, each leading ⌊8/n⌋
@@ -107,10 +92,10 @@ async fn wait_spread(api: &Api<Lease>, agents: &[String], within: Duration) -> R
     };
     let mut last = Vec::new();
     while Instant::now() < deadline {
-        last = holders(api).await?;
+        last = holders_of(api, SHARDS).await?;
         if let Some(h) = spread(&last) {
             tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
-            if holders(api)
+            if holders_of(api, SHARDS)
                 .await?
                 .iter()
                 .cloned()
@@ -293,7 +278,7 @@ async fn four_agents_share_eight_shards_and_hand_them_over_one_owner_at_a_time()
         } else {
             (libc::SIGTERM, Duration::from_secs(LEASE_S) + MARGIN)
         };
-        let led: Vec<usize> = holders(&leases)
+        let led: Vec<usize> = holders_of(&leases, SHARDS)
             .await?
             .iter()
             .enumerate()
@@ -383,30 +368,11 @@ async fn four_agents_share_eight_shards_and_hand_them_over_one_owner_at_a_time()
 /// A policy of `shards` shards of election `work`, a gated `tick` input
 /// only.
 fn count_policy(shards: usize) -> String {
-    format!(
-        r#"providers:
-  kubernetes_leaderelection:
-    namespace: ${{env.POD_NAMESPACE}}
-    identity: ${{env.POD_NAME}}
-    leader_leaseduration: {LEASE_S}
-    leader_renewdeadline: {RENEW_S}
-    leader_retryperiod: {RETRY_S}
-    elections:
-      work: {{leader_lease: work, shards: {shards}}}
-agent:
-  shutdown_timeout: 10s
-outputs:
-  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events}}
-inputs:
-  - id: tick
-    type: exec
-    condition: ${{kubernetes_leaderelection.work.leader}} == true
-    command: [sh, -c, 'while :; do echo ${{kubernetes_leaderelection.work.shard}}; sleep 0.05; done']
-"#
-    )
+    sharded_policy("work", shards, TICK)
 }
 
-/// Holders of the Leases of `count` shards.
+/// The holder of each Lease of election `work` with `count` shards, as
+/// the API server has it.
 async fn holders_of(api: &Api<Lease>, count: usize) -> Result<Vec<Option<String>>> {
     let mut out = Vec::new();
     for i in 0..count {
@@ -593,27 +559,12 @@ async fn sharded_state_metrics_over_a_simulated_cluster_report_every_pod_once() 
             &["get", "list", "watch", "create", "update", "delete"],
         )
         .await?;
-    let policy = format!(
-        r#"providers:
-  kubernetes_leaderelection:
-    namespace: ${{env.POD_NAMESPACE}}
-    identity: ${{env.POD_NAME}}
-    leader_leaseduration: {LEASE_S}
-    leader_renewdeadline: {RENEW_S}
-    leader_retryperiod: {RETRY_S}
-    elections:
-      ksm: {{leader_lease: ksm, shards: {KSM_SHARDS}}}
-outputs:
-  default: {{type: file, path: '${{env.OUT_DIR}}', filename: events, rotate_every_kb: 1048576}}
-inputs:
-  - id: state
-    type: kubernetes/metrics
-    condition: ${{kubernetes_leaderelection.ksm.leader}} == true
-    streams:
-      - metricsets: [state_pod]
-        period: 3s
-        hosts: ['127.0.${{kubernetes_leaderelection.ksm.shard}}.1:{port}']
-"#
+    let policy = sharded_policy(
+        "ksm",
+        KSM_SHARDS,
+        &format!(
+            "  - id: state\n    type: kubernetes/metrics\n    condition: ${{kubernetes_leaderelection.ksm.leader}} == true\n    streams:\n      - metricsets: [state_pod]\n        period: 3s\n        hosts: ['127.0.${{kubernetes_leaderelection.ksm.shard}}.1:{port}']\n"
+        ),
     );
     let c = Cluster::start_in(&plane, ns, 3, Some(policy)).await?;
     let want: std::collections::BTreeSet<String> = sim.pods.iter().cloned().collect();

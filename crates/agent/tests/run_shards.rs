@@ -111,6 +111,21 @@ async fn wait_spread(api: &Api<Lease>, agents: &[String], within: Duration) -> R
     bail!("shards not spread over {agents:?} within {within:?}: holders {last:?}")
 }
 
+/// The agents' lines about moving shards, for a failure message.
+fn moves(c: &Cluster<'_>) -> String {
+    let mut out = String::from("agents' hand-overs:");
+    for a in c.agents.iter().flatten() {
+        for line in a
+            .log()
+            .lines()
+            .filter(|l| l.contains("handing") || l.contains("came back") || l.contains("candidate"))
+        {
+            out.push_str(&format!("\n  {}: {line}", a.name));
+        }
+    }
+    out
+}
+
 /// The `tick` documents of each shard: (agent, time), and a check that
 /// each carries its shard's number.
 fn ticks(evs: &[Ev]) -> Result<Vec<Vec<(String, i64)>>> {
@@ -242,7 +257,9 @@ async fn four_agents_share_eight_shards_and_hand_them_over_one_owner_at_a_time()
     let all: Vec<String> = (1..=AGENTS).map(|k| format!("agent-{k}")).collect();
     let settle = Duration::from_secs(20 * LEASE_S) + MARGIN;
     let t_join = now_us();
-    let spread = wait_spread(&leases, &all, settle).await?;
+    let spread = wait_spread(&leases, &all, settle)
+        .await
+        .with_context(|| moves(&c))?;
     println!(
         "joined: spread in {} ms: {spread:?}",
         (now_us() - t_join) / 1000
@@ -291,7 +308,9 @@ async fn four_agents_share_eight_shards_and_hand_them_over_one_owner_at_a_time()
         a.signal(sig);
         a.wait_exit(Duration::from_secs(15))?;
         let others: Vec<String> = all.iter().filter(|a| **a != name).cloned().collect();
-        wait_spread(&leases, &others, settle).await?;
+        wait_spread(&leases, &others, settle)
+            .await
+            .with_context(|| moves(&c))?;
         // Its shards' documents resumed from another agent within the bound.
         let t = ticks(&c.events()?)?;
         for s in &led {
@@ -317,7 +336,9 @@ async fn four_agents_share_eight_shards_and_hand_them_over_one_owner_at_a_time()
             );
         }
         c.agents[i] = Some(c.spawn(k)?);
-        wait_spread(&leases, &all, settle).await?;
+        wait_spread(&leases, &all, settle)
+            .await
+            .with_context(|| moves(&c))?;
     }
 
     stop.store(true, Ordering::Relaxed);

@@ -34,9 +34,22 @@ const LIVE_FOR: u32 = 3;
 /// durations (the taker needs a moment to show up as holder).
 const AFTER_RELEASE: u32 = 2;
 
-/// When a shard handed over came back (nobody else took it: a candidate
-/// that cannot lead), no hand-over for this many lease durations.
-const AFTER_BOUNCE: u32 = 10;
+/// When a shard handed over came back (nobody else took it), no hand-over
+/// for this many lease durations, doubled for each bounce in a row up to
+/// [`AFTER_BOUNCE_MAX`]: a race lost once (the least busy agent was slow to
+/// take it) is retried soon, a candidate that cannot lead is not handed
+/// shards over and over.
+const AFTER_BOUNCE: u32 = 3;
+
+/// The longest wait after bounces in a row, in lease durations.
+const AFTER_BOUNCE_MAX: u32 = 12;
+
+/// The wait after the `n`th bounce in a row (from 0), in lease durations.
+fn after_bounce(n: u32) -> u32 {
+    AFTER_BOUNCE
+        .saturating_mul(1 << n.min(8))
+        .min(AFTER_BOUNCE_MAX)
+}
 
 /// Shards this agent handed over.
 struct Released {
@@ -186,6 +199,8 @@ impl Candidacy {
         let mut refused = false;
         // The last hand-over, until when no other follows it.
         let mut released: Option<Released> = None;
+        // Hand-overs in a row whose shard came back.
+        let mut bounces = 0;
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
@@ -195,21 +210,29 @@ impl Candidacy {
                         break;
                     }
                     if let Some(r) = released.as_mut() {
-                        let mine: Vec<bool> = {
+                        let holders: Vec<Option<String>> = {
                             let v = view.borrow();
                             r.keys
                                 .iter()
-                                .map(|k| v.iter().any(|s| s.key == *k && s.holder.as_deref() == Some(self.identity.as_str())))
+                                .map(|k| v.iter().find(|s| s.key == *k).and_then(|s| s.holder.clone()))
                                 .collect()
                         };
-                        for (away, mine) in r.away.iter_mut().zip(&mine) {
-                            *away |= !mine;
+                        let me = Some(self.identity.as_str());
+                        if holders.iter().any(|h| h.is_some() && h.as_deref() != me) {
+                            // Another agent took one: the hand-over worked.
+                            bounces = 0;
                         }
-                        let back = r.away.iter().zip(&mine).any(|(away, mine)| *away && *mine);
+                        for (away, h) in r.away.iter_mut().zip(&holders) {
+                            *away |= h.as_deref() != me;
+                        }
+                        let back = r.away.iter().zip(&holders).any(|(away, h)| *away && h.as_deref() == me);
                         if back && tokio::time::Instant::now() < r.until {
-                            // Nobody else took it: some candidate cannot lead.
-                            tracing::info!(election = %self.election, "a shard handed over came back: no other candidate took it; not handing over again for {:?}", period * AFTER_BOUNCE);
-                            r.until = tokio::time::Instant::now() + period * AFTER_BOUNCE;
+                            // Nobody else took it: the least busy agent was
+                            // slow, or some candidate cannot lead.
+                            let wait = period * after_bounce(bounces);
+                            tracing::info!(election = %self.election, "a shard handed over came back: no other candidate took it; not handing over again for {wait:?}");
+                            bounces += 1;
+                            r.until = tokio::time::Instant::now() + wait;
                             r.keys.clear();
                             r.away.clear();
                         }
@@ -266,5 +289,18 @@ impl Candidacy {
             }
         }
         self.withdraw().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bounce_waits_little_and_bounces_in_a_row_wait_longer_up_to_a_bound() {
+        assert_eq!(after_bounce(0), AFTER_BOUNCE);
+        assert!(after_bounce(1) > after_bounce(0));
+        assert_eq!(after_bounce(2), AFTER_BOUNCE_MAX);
+        assert_eq!(after_bounce(u32::MAX), AFTER_BOUNCE_MAX);
     }
 }

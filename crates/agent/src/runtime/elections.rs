@@ -291,11 +291,13 @@ fn shard_peers(spec: &ElectionSpec) -> Vec<String> {
 }
 
 /// The acquisition deferral of each election (same order), so that an
-/// agent already leading k other elections waits `unit × (k + rank / N)`
+/// agent already leading k other elections waits `unit × (k + rank / 2N)`
 /// before taking a free lease (N elections, `rank` < N): agents leading
-/// fewer elections always come first, among equals the per-agent random
-/// rank breaks ties, and an idle agent waits less than one unit. `unit` is
-/// half the retry period. One election: no deferral.
+/// fewer elections come first by at least half a unit (a margin that
+/// survives a loaded node or a slow watch, so a shard handed over goes to
+/// the least busy agent and does not bounce), among equals the per-agent
+/// random rank breaks ties, and an idle agent waits less than half a unit.
+/// `unit` is half the retry period. One election: no deferral.
 pub fn deferrals(elections: &[Election]) -> Vec<Duration> {
     let n = elections.len() as u32;
     let led = elections.iter().filter(|e| e.leading.is_some()).count() as u32;
@@ -307,7 +309,7 @@ pub fn deferrals(elections: &[Election]) -> Vec<Duration> {
             }
             let others = led - u32::from(e.leading.is_some());
             let unit = e.timings().retry_period() / 2;
-            unit * others + unit * e.rank / n
+            unit * others + unit * e.rank / (2 * n)
         })
         .collect()
 }
@@ -361,13 +363,25 @@ mod tests {
     #[test]
     fn busier_agents_wait_longer_than_any_idle_one() {
         let s = Duration::from_secs(1);
-        // Idle agent: only its rank, in steps of a unit / N.
+        // Idle agent: only its rank, in steps of a unit / 2N.
         let idle = [election(0, 1, false), election(1, 0, false)];
-        assert_eq!(deferrals(&idle), vec![s / 2, Duration::ZERO]);
-        // Leading e0: e1 waits 1 + 0 units, more than any idle rank.
+        assert_eq!(deferrals(&idle), vec![s / 4, Duration::ZERO]);
+        // Leading e0: e1 waits 1 + 0 units, at least half a unit (a
+        // quarter of the retry period) more than any idle rank.
         let busy = [election(0, 1, true), election(1, 0, false)];
-        assert_eq!(deferrals(&busy), vec![s / 2, s]);
-        assert!(deferrals(&busy)[1] > deferrals(&idle).into_iter().max().unwrap());
+        assert_eq!(deferrals(&busy), vec![s / 4, s]);
+        let idle_max = deferrals(&idle).into_iter().max().unwrap();
+        assert!(deferrals(&busy)[1] >= idle_max + s / 2);
+        // With 8 elections: the slowest agent leading one other (rank 7)
+        // still comes more than half a unit before the quickest agent
+        // leading two (rank 0).
+        let one: Vec<Election> = (0..8)
+            .map(|i| election(i, if i == 7 { 7 } else { 0 }, i == 0))
+            .collect();
+        let two: Vec<Election> = (0..8).map(|i| election(i, 0, i < 2)).collect();
+        let (slow, quick) = (deferrals(&one)[7], deferrals(&two)[7]);
+        assert_eq!(quick, s * 2);
+        assert!(quick >= slow + s / 2, "{slow:?} vs {quick:?}");
         // One election: never deferred.
         assert_eq!(deferrals(&[election(0, 0, true)]), vec![Duration::ZERO]);
     }

@@ -297,6 +297,91 @@ async fn kustomize_and_helm_output_pass_the_api_servers_dry_run_and_lint() -> Re
     Ok(())
 }
 
+/// The chart's large-cluster example (named and sharded elections): its
+/// objects pass the dry run, the Lease Role is widened for the candidate
+/// Leases (only then), the unsharded named election gets its own empty
+/// Lease while the shard Leases are left to the agents, and the policy it
+/// renders is one `leasehold check` accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_sharded_example_renders_what_sharded_elections_need() -> Result<()> {
+    let plane = ControlPlane::shared();
+    ensure_namespace(plane, "helm-dry").await?;
+    let example = repo().join("deploy/helm/leasehold/examples/sharded-values.yaml");
+    let example = example.to_str().context("path")?;
+    let lint = helm(plane, &["lint", "--strict", &chart(), "-f", example])?;
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+    let rendered = helm(
+        plane,
+        &["template", "sh", &chart(), "-n", "helm-dry", "-f", example],
+    )?;
+    let objs = dry_run(plane, &rendered)?;
+    check_daemonset("Helm chart with sharded elections", &objs)?;
+    let rules = find(&objs, "Role")?["rules"]
+        .as_array()
+        .context("Role rules")?;
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert!(rules[0].get("resourceNames").is_none(), "{rules:?}");
+    for verb in ["get", "list", "watch", "create", "update", "delete"] {
+        assert!(
+            rules[0]["verbs"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|x| x == verb)),
+            "no {verb} in {rules:?}"
+        );
+    }
+    let leases: Vec<&str> = objs
+        .iter()
+        .filter(|o| o["kind"] == "Lease")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(leases, ["sh-leasehold-leader-apiserver"]);
+    let policy = find(&objs, "ConfigMap")?["data"]["leasehold.yml"]
+        .as_str()
+        .context("policy")?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("leasehold.yml");
+    std::fs::write(&file, policy)?;
+    let o = Command::new(binary())
+        .args(["check", "-c", file.to_str().context("path")?])
+        .env("POD_NAMESPACE", "helm-dry")
+        .env("POD_NAME", "sh-leasehold-x")
+        .output()?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.status.success(),
+        "check refused the rendered policy: {said}"
+    );
+    assert!(said.contains("ok (5 input(s), 0 warning(s))"), "{said}");
+
+    // Named elections without shards keep the narrow Role, naming each
+    // one's Lease (and not the unnamed election's, unused then).
+    let named = helm(
+        plane,
+        &[
+            "template",
+            "nm",
+            &chart(),
+            "-n",
+            "helm-dry",
+            "--set-json",
+            r#"elections={"apiserver":{},"state_metrics":{"leader_lease":"ksm-lease"}}"#,
+            "--set-json",
+            r#"policy.inputs=[{"id":"ev","type":"kubernetes/events","condition":"${kubernetes_leaderelection.apiserver.leader} == true"}]"#,
+        ],
+    );
+    let objs = dry_run(plane, &named?)?;
+    let rule = &find(&objs, "Role")?["rules"][0];
+    assert_eq!(
+        rule["resourceNames"],
+        serde_json::json!(["nm-leasehold-leader-apiserver", "ksm-lease"])
+    );
+    Ok(())
+}
+
 /// Values a user gets wrong are refused by `helm template` (and so by
 /// install and upgrade) naming the value, before any object exists.
 #[test]
@@ -325,6 +410,21 @@ fn the_chart_refuses_bad_values_naming_them() -> Result<()> {
         (
             "lease.retryPeriodSeconds=9",
             "lease.renewDeadlineSeconds (10) must be greater than 1.2 × lease.retryPeriodSeconds (9)",
+        ),
+        // Named elections replace the unnamed one the default inputs read.
+        (
+            "elections.events.shards=2",
+            "policy.inputs read ${kubernetes_leaderelection.leader}, but with `elections` set there is no unnamed election",
+        ),
+        ("elections.ev.shards=0", "/elections/ev/shards"),
+        ("elections.ev.shards=257", "/elections/ev/shards"),
+        (
+            "elections.Ev.shards=2",
+            "elections.Ev: a name uses lower-case letters",
+        ),
+        (
+            "elections.shard.shards=2",
+            "elections.shard: `shard` is the name of an election variable",
         ),
     ] {
         let err = refused(set)?;

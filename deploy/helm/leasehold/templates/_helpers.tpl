@@ -37,6 +37,10 @@ providers:
     leader_leaseduration: {{ .Values.lease.durationSeconds }}
     leader_renewdeadline: {{ .Values.lease.renewDeadlineSeconds }}
     leader_retryperiod: {{ .Values.lease.retryPeriodSeconds }}
+{{- with .Values.elections }}
+    elections:
+{{ toYaml . | indent 6 }}
+{{- end }}
 outputs:
 {{ toYaml .Values.policy.outputs | indent 2 }}
 inputs:
@@ -57,5 +61,49 @@ values.schema.json; this is the part a schema cannot say.
 {{- end -}}
 {{- if ge (mul 6 $rp) (mul 5 $rd) -}}
 {{- fail (printf "lease.renewDeadlineSeconds (%d) must be greater than 1.2 × lease.retryPeriodSeconds (%d): a leader needs more than one retry before its deadline; e.g. 10 and 2" $rd $rp) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+The Leases of the named elections that have no shards, one per line.
+*/ -}}
+{{- define "leasehold.namedLeases" -}}
+{{- $base := include "leasehold.lease" . -}}
+{{- range $name, $e := .Values.elections -}}
+{{- $e = $e | default dict -}}
+{{- if not $e.shards }}
+{{ default (printf "%s-%s" $base (replace "_" "-" $name)) $e.leader_lease }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when some election has shards. */ -}}
+{{- define "leasehold.sharded" -}}
+{{- range $name, $e := .Values.elections -}}
+{{- if ($e | default dict).shards }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+With named elections the unnamed one is gone: an input still reading
+${kubernetes_leaderelection.leader} would never run. Said before any
+object exists.
+*/ -}}
+{{- define "leasehold.checkElections" -}}
+{{- if .Values.elections -}}
+{{- range $name, $_ := .Values.elections -}}
+{{- if not (regexMatch "^[a-z][a-z0-9_]{0,39}$" $name) -}}
+{{- fail (printf "elections.%s: a name uses lower-case letters, digits and _, starts with a letter and has at most 40 characters, e.g. state_metrics" $name) -}}
+{{- end -}}
+{{- if has $name (list "leader" "term" "holder" "shard" "shards") -}}
+{{- fail (printf "elections.%s: `%s` is the name of an election variable; choose another name, e.g. events" $name $name) -}}
+{{- end -}}
+{{- end -}}
+{{- $inputs := toYaml .Values.policy.inputs -}}
+{{- range $v := list "leader" "term" "holder" "shard" "shards" -}}
+{{- if contains (printf "kubernetes_leaderelection.%s}" $v) $inputs -}}
+{{- fail (printf "policy.inputs read ${kubernetes_leaderelection.%s}, but with `elections` set there is no unnamed election: read ${kubernetes_leaderelection.NAME.%s} of one of %s (see examples/sharded-values.yaml)" $v $v (keys $.Values.elections | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

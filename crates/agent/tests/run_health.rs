@@ -236,3 +236,76 @@ fn a_scrape_over_the_size_limit_shows_the_input_failing() -> Result<()> {
     assert!(text.contains("larger than 64 MiB"), "{text}");
     Ok(())
 }
+
+/// `max_response_size` moves the limit both ways: a stream limited below
+/// its target's answer fails naming the limit and the setting, while a
+/// stream of the same agent allowed more ships the same answer.
+#[test]
+fn max_response_size_sets_the_most_a_scrape_reads() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let www = dir.path().join("www");
+    std::fs::create_dir(&www)?;
+    // About 5 KiB of exposition text.
+    let text: String = (0..50)
+        .map(|i| format!("sized_metric{{k=\"{i}{}\"}} {i}\n", "v".repeat(60)))
+        .collect();
+    assert!((4096..8192).contains(&text.len()), "{}", text.len());
+    std::fs::write(www.join("metrics"), &text)?;
+    let server = agents::static_http::StaticHttp::start(&www)?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("policy.yml");
+    let stream = |id: &str, limit: &str| {
+        format!(
+            "  - id: {id}\n    type: prometheus/metrics\n    streams:\n      - metricsets: [collector]\n        hosts: ['http://127.0.0.1:{}']\n        period: 1s\n        max_response_size: {limit}\n",
+            server.port
+        )
+    };
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n{}{}",
+            out.display(),
+            stream("small", "2KiB"),
+            stream("large", "8KiB")
+        ),
+    )?;
+    let a = start(&policy, &out)?;
+    let input = |s: &Value, id: &str| -> Value {
+        s["inputs"]["running"]
+            .as_array()
+            .and_then(|l| l.iter().find(|i| i["id"] == id))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let s = wait_status(&a, Duration::from_secs(20), "the small one failing", |s| {
+        input(s, "small")["state"] == "failing"
+    })?;
+    let err = input(&s, "small")["last_error"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        err.contains("larger than 2 KiB") && err.contains("max_response_size"),
+        "{err}"
+    );
+    assert_ne!(input(&s, "large")["state"], "failing", "{s}");
+    // The large one ships every series of the answer (one label set each).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let evs = read_events(&out)?;
+        let shipped = evs.iter().filter(|e| e.input == "large").count();
+        assert!(
+            evs.iter().all(|e| e.input != "small"),
+            "the failing scrape shipped a part"
+        );
+        if shipped >= 50 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the large stream shipped {shipped} documents"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}

@@ -15,8 +15,25 @@ use leasehold_policy::{Map, Value};
 
 use super::settings::{Problem, unresolved};
 
-/// The largest body accepted from a scrape target.
+/// The largest body accepted from a scrape target unless the stream sets
+/// `max_response_size`: the whole answer is held while it is parsed.
 pub const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The most `max_response_size` may be set to.
+pub const MAX_BODY_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// `n` bytes as people write them (`64 MiB`, `512 KiB`, `100 bytes`).
+fn size_text(n: usize) -> String {
+    if n >= 1 << 30 && n % (1 << 30) == 0 {
+        format!("{} GiB", n >> 30)
+    } else if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
 
 pub use crate::tls::Verification;
 
@@ -29,6 +46,8 @@ pub struct HttpSettings {
     pub certificate_authorities: Vec<PathBuf>,
     /// `ssl.verification_mode`.
     pub verification: Verification,
+    /// `max_response_size`: the largest answer read (default [`MAX_BODY`]).
+    pub max_body: Option<usize>,
 }
 
 impl HttpSettings {
@@ -42,6 +61,24 @@ impl HttpSettings {
                 "bearer_token_file",
                 format!("must be a file path, found {}", other.type_name()),
             )),
+        }
+        match map.get("max_response_size") {
+            None | Some(Value::Null) => {}
+            Some(v) if unresolved(v) => {}
+            Some(v) => match crate::units::parse_size(v).and_then(|n| usize::try_from(n).ok()) {
+                Some(n) if (1024..=MAX_BODY_LIMIT).contains(&n) => s.max_body = Some(n),
+                _ => out.push(
+                    Problem::new(
+                        "max_response_size",
+                        format!(
+                            "must be a size from 1 KiB to {}, found {}",
+                            size_text(MAX_BODY_LIMIT),
+                            v.to_subst_text()
+                        ),
+                    )
+                    .hint("e.g. `max_response_size: 256MiB`"),
+                ),
+            },
         }
         let ssl = match map.get("ssl") {
             None | Some(Value::Null) => return s,
@@ -109,6 +146,7 @@ pub struct Fetcher {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
     bearer_token_file: Option<PathBuf>,
     timeout: Duration,
+    max_body: usize,
 }
 
 /// What a GET returned.
@@ -130,6 +168,7 @@ impl Fetcher {
             client: Client::builder(TokioExecutor::new()).build(https),
             bearer_token_file: settings.bearer_token_file.clone(),
             timeout,
+            max_body: settings.max_body.unwrap_or(MAX_BODY),
         })
     }
 
@@ -158,14 +197,14 @@ impl Fetcher {
                 .get(hyper::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
-            let body = Limited::new(resp.into_body(), MAX_BODY)
+            let body = Limited::new(resp.into_body(), self.max_body)
                 .collect()
                 .await
                 .map_err(|e| {
                     if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                         format!(
-                            "{url}: the answer is larger than {} MiB, the most a scrape reads; nothing of it is shipped: narrow it (kube-state-metrics --resources or --metric-allowlist) or shard the target",
-                            MAX_BODY >> 20
+                            "{url}: the answer is larger than {}, the most a scrape reads (max_response_size); nothing of it is shipped: narrow it (kube-state-metrics --resources or --metric-allowlist), shard the target, or raise max_response_size",
+                            size_text(self.max_body)
                         )
                     } else {
                         format!("{url}: reading the body: {e}")
@@ -189,5 +228,42 @@ impl Fetcher {
         tokio::time::timeout(self.timeout, work)
             .await
             .map_err(|_| format!("{url}: no answer within {:?}", self.timeout))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(yaml: &str) -> (HttpSettings, Vec<Problem>) {
+        let p = leasehold_policy::Policy::parse(&format!("inputs:\n  - {yaml}\n"), "t.yml")
+            .expect("policy");
+        let Value::Map(m) = p.inputs()[0].to_value() else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        (HttpSettings::read(&m, &mut out), out)
+    }
+
+    #[test]
+    fn max_response_size_takes_a_size_within_bounds_and_names_a_bad_one() {
+        let (s, p) = read("{type: t}");
+        assert!(p.is_empty() && s.max_body.is_none(), "{p:?}");
+        let (s, p) = read("{type: t, max_response_size: 256MiB}");
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(s.max_body, Some(256 << 20));
+        let (s, _) = read("{type: t, max_response_size: 4096}");
+        assert_eq!(s.max_body, Some(4096));
+        for bad in ["100", "2GiB", "lots", "[1]"] {
+            let (s, p) = read(&format!("{{type: t, max_response_size: {bad}}}"));
+            assert!(s.max_body.is_none(), "{bad}");
+            assert_eq!(p.len(), 1, "{bad}: {p:?}");
+            assert_eq!(p[0].path, ["max_response_size"], "{bad}");
+            assert!(p[0].message.contains("from 1 KiB to 1 GiB"), "{p:?}");
+        }
+        assert_eq!(size_text(64 << 20), "64 MiB");
+        assert_eq!(size_text(1536), "1536 bytes");
+        assert_eq!(size_text(2048), "2 KiB");
+        assert_eq!(size_text(1 << 30), "1 GiB");
     }
 }

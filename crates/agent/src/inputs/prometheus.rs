@@ -21,13 +21,14 @@ use super::{Input, InputContext};
 
 /// Keys of a `prometheus/metrics` stream (or of the input itself when it
 /// has no `streams`).
-pub const STREAM_KEYS: [&str; 20] = [
+pub const STREAM_KEYS: [&str; 21] = [
     "metricsets",
     "add_metadata",
     "hosts",
     "metrics_path",
     "period",
     "timeout",
+    "max_response_size",
     "bearer_token_file",
     "ssl",
     "metrics_filters",

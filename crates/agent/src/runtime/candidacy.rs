@@ -129,18 +129,36 @@ impl Candidacy {
         }
     }
 
-    /// Creates or renews this agent's candidate Lease.
-    async fn renew(&self) -> Result<(), kube::Error> {
+    /// Creates or renews this agent's candidate Lease: one update on the
+    /// resource version it last wrote; a create, or a read first, only at
+    /// start or when someone else changed it.
+    async fn renew(&self, version: &mut Option<String>) -> Result<(), kube::Error> {
         let mut lease = self.record();
-        match self.api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(()),
+        let pp = PostParams::default();
+        if let Some(rv) = version.take() {
+            lease.metadata.resource_version = Some(rv);
+            match self.api.replace(&self.name(), &pp, &lease).await {
+                Ok(l) => {
+                    *version = l.metadata.resource_version;
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                    lease.metadata.resource_version = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match self.api.create(&pp, &lease).await {
+            Ok(l) => {
+                *version = l.metadata.resource_version;
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 let current = self.api.get(&self.name()).await?;
                 lease.metadata.resource_version = current.metadata.resource_version;
-                self.api
-                    .replace(&self.name(), &PostParams::default(), &lease)
-                    .await
-                    .map(|_| ())
+                let l = self.api.replace(&self.name(), &pp, &lease).await?;
+                *version = l.metadata.resource_version;
+                Ok(())
             }
             Err(e) => Err(e),
         }
@@ -197,6 +215,8 @@ impl Candidacy {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut refused = false;
+        // The resource version of the candidate Lease as last written.
+        let mut version: Option<String> = None;
         // The last hand-over, until when no other follows it.
         let mut released: Option<Released> = None;
         // Hand-overs in a row whose shard came back.
@@ -240,7 +260,7 @@ impl Candidacy {
                     continue;
                 }
             }
-            match self.renew().await {
+            match self.renew(&mut version).await {
                 Ok(()) => refused = false,
                 Err(e) => {
                     if !refused {

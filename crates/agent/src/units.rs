@@ -94,6 +94,18 @@ pub fn parse_size(v: &Value) -> Option<u64> {
     }
 }
 
+/// `n` bytes as people write them, in the largest binary unit that
+/// divides them (`64 MiB`, `2 KiB`, `1536 bytes`): the other way round of
+/// [`parse_size`].
+pub fn size_text(n: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} bytes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +140,13 @@ mod tests {
         assert_eq!(s("42"), Some(42));
         assert_eq!(parse_size(&Value::Int(7)), Some(7));
         assert_eq!(s("12 parsecs"), None);
+        for n in [64 << 20, 2048, 1 << 30, 1536, 42] {
+            assert_eq!(s(&size_text(n).replace(" bytes", "")), Some(n), "{n}");
+        }
+        assert_eq!(size_text(64 << 20), "64 MiB");
+        assert_eq!(size_text(1536), "1536 bytes");
+        assert_eq!(size_text(2048), "2 KiB");
+        assert_eq!(size_text(1 << 30), "1 GiB");
         assert_eq!(parse_size(&Value::Int(-1)), None);
     }
 }

@@ -343,13 +343,11 @@ mod tests {
     use super::*;
 
     fn settings(yaml: &str) -> (Option<Exec>, Vec<Problem>) {
-        let p =
-            leasehold_policy::Policy::parse(&format!("inputs:\n  - {yaml}\n"), "t.yml").unwrap();
-        let Value::Map(m) = p.inputs()[0].to_value() else {
-            unreachable!()
-        };
         let mut out = Vec::new();
-        (Exec::from_settings(&m, &mut out), out)
+        (
+            Exec::from_settings(&crate::inputs::settings::input_map(yaml), &mut out),
+            out,
+        )
     }
 
     #[test]

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use leasehold_policy::{Map, Value};
 
 use super::settings::{Problem, unresolved};
+use crate::units::size_text;
 
 /// The largest body accepted from a scrape target unless the stream sets
 /// `max_response_size`: the whole answer is held while it is parsed.
@@ -21,19 +22,6 @@ pub const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The most `max_response_size` may be set to.
 pub const MAX_BODY_LIMIT: usize = 1024 * 1024 * 1024;
-
-/// `n` bytes as people write them (`64 MiB`, `512 KiB`, `100 bytes`).
-fn size_text(n: usize) -> String {
-    if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
-        format!("{} GiB", n >> 30)
-    } else if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
-        format!("{} KiB", n >> 10)
-    } else {
-        format!("{n} bytes")
-    }
-}
 
 pub use crate::tls::Verification;
 
@@ -72,7 +60,7 @@ impl HttpSettings {
                         "max_response_size",
                         format!(
                             "must be a size from 1 KiB to {}, found {}",
-                            size_text(MAX_BODY_LIMIT),
+                            size_text(MAX_BODY_LIMIT as u64),
                             v.to_subst_text()
                         ),
                     )
@@ -204,7 +192,7 @@ impl Fetcher {
                     if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
                         format!(
                             "{url}: the answer is larger than {}, the most a scrape reads (max_response_size); nothing of it is shipped: narrow it (kube-state-metrics --resources or --metric-allowlist), shard the target, or raise max_response_size",
-                            size_text(self.max_body)
+                            size_text(self.max_body as u64)
                         )
                     } else {
                         format!("{url}: reading the body: {e}")
@@ -236,13 +224,11 @@ mod tests {
     use super::*;
 
     fn read(yaml: &str) -> (HttpSettings, Vec<Problem>) {
-        let p = leasehold_policy::Policy::parse(&format!("inputs:\n  - {yaml}\n"), "t.yml")
-            .expect("policy");
-        let Value::Map(m) = p.inputs()[0].to_value() else {
-            unreachable!()
-        };
         let mut out = Vec::new();
-        (HttpSettings::read(&m, &mut out), out)
+        (
+            HttpSettings::read(&crate::inputs::settings::input_map(yaml), &mut out),
+            out,
+        )
     }
 
     #[test]
@@ -261,9 +247,5 @@ mod tests {
             assert_eq!(p[0].path, ["max_response_size"], "{bad}");
             assert!(p[0].message.contains("from 1 KiB to 1 GiB"), "{p:?}");
         }
-        assert_eq!(size_text(64 << 20), "64 MiB");
-        assert_eq!(size_text(1536), "1536 bytes");
-        assert_eq!(size_text(2048), "2 KiB");
-        assert_eq!(size_text(1 << 30), "1 GiB");
     }
 }

@@ -350,6 +350,18 @@ pub fn expand_dotted(map: &Map, prefixes: &[&str]) -> Map {
     out
 }
 
+/// One input written inline (`{type: exec, …}`), as the settings map an
+/// input reads: for the inputs' tests.
+#[cfg(test)]
+pub fn input_map(yaml: &str) -> Map {
+    let p = leasehold_policy::Policy::parse(&format!("inputs:\n  - {yaml}\n"), "t.yml")
+        .expect("a test input parses");
+    let Value::Map(m) = p.inputs()[0].to_value() else {
+        panic!("an input is a mapping: {yaml}")
+    };
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

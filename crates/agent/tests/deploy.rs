@@ -346,11 +346,7 @@ async fn the_charts_sharded_example_renders_what_sharded_elections_need() -> Res
         .env("POD_NAMESPACE", "helm-dry")
         .env("POD_NAME", "sh-leasehold-x")
         .output()?;
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let said = printed(&o);
     assert!(
         o.status.success(),
         "check refused the rendered policy: {said}"

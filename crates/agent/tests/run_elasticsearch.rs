@@ -298,11 +298,7 @@ async fn credentials_in_host_urls_are_sent_and_never_shown() -> Result<()> {
     let cli = std::process::Command::new(binary())
         .args(["status", "--agent", &format!("http://{}", a.http)])
         .output()?;
-    let cli_text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&cli.stdout),
-        String::from_utf8_lossy(&cli.stderr)
-    );
+    let cli_text = printed(&cli);
     assert!(
         cli_text.contains("dead") && cli_text.contains("failing"),
         "{cli_text}"

@@ -34,6 +34,16 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_leasehold")
 }
 
+/// What a finished command printed, stdout then stderr, for assertions on
+/// a CLI's words wherever it put them.
+pub fn printed(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// The test policy: a gated and a node-local `exec` input printing a line
 /// every 50 ms, each agent writing to `${env.OUT_DIR}`.
 pub fn policy(lease: &str, extra_inputs: &str) -> String {

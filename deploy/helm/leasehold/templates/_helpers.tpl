@@ -65,14 +65,22 @@ values.schema.json; this is the part a schema cannot say.
 {{- end -}}
 
 {{- /*
+The Lease of a named election, as the policy derives it: its own
+`leader_lease`, else "<lease>-<name>" with "_" as "-". Called with
+(list $ NAME ELECTION); a sharded one's Leases add "-<i>-of-<N>".
+*/ -}}
+{{- define "leasehold.electionLease" -}}
+{{- $e := index . 2 | default dict -}}
+{{- default (printf "%s-%s" (include "leasehold.lease" (index . 0)) (replace "_" "-" (index . 1))) $e.leader_lease -}}
+{{- end -}}
+
+{{- /*
 The Leases of the named elections that have no shards, one per line.
 */ -}}
 {{- define "leasehold.namedLeases" -}}
-{{- $base := include "leasehold.lease" . -}}
 {{- range $name, $e := .Values.elections -}}
-{{- $e = $e | default dict -}}
-{{- if not $e.shards }}
-{{ default (printf "%s-%s" $base (replace "_" "-" $name)) $e.leader_lease }}
+{{- if not ($e | default dict).shards }}
+{{ include "leasehold.electionLease" (list $ $name $e) }}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -2,6 +2,7 @@
 
 pub mod allocator;
 pub mod cli;
+pub mod fnv;
 pub mod inputs;
 pub mod kubeconn;
 pub mod kubewatch;

@@ -96,10 +96,7 @@ impl NamespaceShard {
 
     /// Whether Events of `namespace` are this shard's.
     pub fn owns(&self, namespace: &str) -> bool {
-        let h = namespace.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        h % u64::from(self.count) == u64::from(self.index)
+        crate::fnv::fnv1a64(namespace.as_bytes()) % u64::from(self.count) == u64::from(self.index)
     }
 }
 

@@ -88,12 +88,7 @@ pub struct Candidacy {
 impl Candidacy {
     /// The candidate Lease's name.
     fn name(&self) -> String {
-        let hash = self
-            .identity
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
+        let hash = crate::fnv::fnv1a64(self.identity.as_bytes());
         format!("{}-candidate-{hash:016x}", self.base)
     }
 
@@ -103,10 +98,7 @@ impl Candidacy {
         if base.len() <= 63 {
             return base.clone();
         }
-        let hash = base.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        format!("c-{hash:016x}")
+        format!("c-{:016x}", crate::fnv::fnv1a64(base.as_bytes()))
     }
 
     fn record(&self) -> Lease {

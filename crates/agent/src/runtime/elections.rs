@@ -208,10 +208,7 @@ pub fn fence_label(spec: &ElectionSpec) -> String {
     if leasehold_election::names::validate_label_value("election", name).is_ok() {
         return name.to_string();
     }
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("e-{hash:016x}")
+    format!("e-{:016x}", crate::fnv::fnv1a64(name.as_bytes()))
 }
 
 /// Starts the elector of `e` with connection `conn` and identity; with a

@@ -39,14 +39,9 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// The fingerprint of `bytes`.
     pub fn of_bytes(bytes: &[u8]) -> Fingerprint {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
         Fingerprint {
             len: bytes.len() as u64,
-            fnv1a: h,
+            fnv1a: crate::fnv::fnv1a64(bytes),
         }
     }
 

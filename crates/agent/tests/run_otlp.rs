@@ -49,16 +49,25 @@ type Record = (String, BTreeMap<String, Value>);
 type Point = (i64, BTreeMap<String, Value>);
 
 /// What the Collector wrote: log records and data points, each as its
-/// JSON (attributes flattened into a map).
+/// JSON (attributes flattened into a map; a record's with its resource's,
+/// where the fields naming its source are sent once per request).
 fn exported(sink: &TestSink) -> Result<(Vec<Record>, Vec<Point>)> {
     let mut logs = Vec::new();
     let mut points = Vec::new();
     for line in sink.read_output()? {
         for rl in line["resourceLogs"].as_array().into_iter().flatten() {
+            let resource = attributes(&rl["resource"]);
             for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
                 for r in sl["logRecords"].as_array().into_iter().flatten() {
                     let body = r["body"]["stringValue"].as_str().unwrap_or("").to_string();
-                    logs.push((body, attributes(r)));
+                    let own = attributes(r);
+                    assert!(
+                        own.keys().all(|k| !resource.contains_key(k)),
+                        "a field is on the record and its resource: {own:?} {resource:?}"
+                    );
+                    let mut all = resource.clone();
+                    all.extend(own);
+                    logs.push((body, all));
                 }
             }
         }

@@ -6,7 +6,10 @@
 //! cumulative sum when the name ends in `_total`. Its other fields become
 //! the point's attributes (`prometheus.labels.K` as `K`). Every other event
 //! becomes a log record: `message` is the body (the whole document as JSON
-//! when there is none) and every other field an attribute. `@timestamp`
+//! when there is none) and every other field an attribute, of the resource
+//! when it says where the record comes from ([`is_resource`]), of the
+//! record otherwise; records with the same resource attributes share one
+//! `ResourceLogs`, in the order their first record came. `@timestamp`
 //! is the record's or point's time; `@metadata._id` is the attribute
 //! `leasehold.event_id`, so a receiver can drop replays.
 
@@ -30,6 +33,22 @@ use serde_json::{Map, Value};
 const CONTEXT_ROOTS: [&str; 6] = ["agent", "input", "leader", "data_stream", "event", "host"];
 const PROMETHEUS_METRICS: &str = "prometheus.metrics.";
 const PROMETHEUS_LABELS: &str = "prometheus.labels.";
+/// Roots of the fields that say where a log record comes from: the agent,
+/// its host and cloud, the input, the data stream, the container and its
+/// Pod. They are the same for every line of one source, so they go once
+/// per request into the resource rather than into every record.
+const RESOURCE_ROOTS: [&str; 8] = [
+    "agent",
+    "host",
+    "cloud",
+    "input",
+    "data_stream",
+    "container",
+    "orchestrator",
+    "kubernetes",
+];
+/// Under `kubernetes`, what an Event says: its content, not its source.
+const KUBERNETES_EVENT: &str = "kubernetes.event";
 /// The attribute carrying `@metadata._id`.
 pub const EVENT_ID_ATTRIBUTE: &str = "leasehold.event_id";
 
@@ -37,7 +56,7 @@ pub const EVENT_ID_ATTRIBUTE: &str = "leasehold.event_id";
 /// went into which.
 #[derive(Debug, Default)]
 pub struct Converted {
-    /// Log records, one per line in `log_lines`.
+    /// Log records, one per line of `log_lines`, in its order.
     pub logs: ExportLogsServiceRequest,
     /// Data points of the lines in `metric_lines`.
     pub metrics: ExportMetricsServiceRequest,
@@ -49,10 +68,40 @@ pub struct Converted {
     pub points: usize,
 }
 
+/// Whether the field at `path` is a resource attribute of a log record
+/// (under one of [`RESOURCE_ROOTS`], not under `kubernetes.event`).
+pub(super) fn is_resource(path: &str) -> bool {
+    let under = |root: &str| {
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    };
+    RESOURCE_ROOTS.iter().any(|r| under(r)) && !under(KUBERNETES_EVENT)
+}
+
+/// The resource attributes of a `ResourceLogs` made here that came from
+/// its records' fields (all but the first, `service.name`).
+pub(super) fn source_attributes(r: &ResourceLogs) -> &[KeyValue] {
+    r.resource
+        .as_ref()
+        .map_or(&[][..], |r| r.attributes.get(1..).unwrap_or(&[]))
+}
+
 /// Converts NDJSON lines; `now_ns` is the observed time of log records.
 pub fn convert(lines: &[&[u8]], now_ns: u64) -> Converted {
     let mut out = Converted::default();
-    let mut records = Vec::new();
+    // Records by their resource attributes, in first-seen order, with
+    // the indexes of their lines.
+    let mut groups: Vec<(Vec<KeyValue>, Vec<LogRecord>, Vec<usize>)> = Vec::new();
+    let mut add = |resource: Vec<KeyValue>, record: LogRecord, line: usize| match groups
+        .iter_mut()
+        .find(|g| g.0 == resource)
+    {
+        Some(g) => {
+            g.1.push(record);
+            g.2.push(line);
+        }
+        None => groups.push((resource, vec![record], vec![line])),
+    };
     let mut metrics: BTreeMap<String, Metric> = BTreeMap::new();
     for (i, line) in lines.iter().enumerate() {
         let doc = match serde_json::from_slice::<Map<String, Value>>(line) {
@@ -60,12 +109,12 @@ pub fn convert(lines: &[&[u8]], now_ns: u64) -> Converted {
             Err(_) => {
                 // Not an object: the text itself is the log body.
                 let text = String::from_utf8_lossy(line).trim_end().to_string();
-                records.push(LogRecord {
+                let record = LogRecord {
                     observed_time_unix_nano: now_ns,
                     body: Some(string(text)),
                     ..Default::default()
-                });
-                out.log_lines.push(i);
+                };
+                add(Vec::new(), record, i);
                 continue;
             }
         };
@@ -88,21 +137,22 @@ pub fn convert(lines: &[&[u8]], now_ns: u64) -> Converted {
                 continue;
             }
         }
-        records.push(log_record(&doc, &leaves, time, now_ns));
-        out.log_lines.push(i);
+        let (resource, record) = log_record(&doc, &leaves, time, now_ns);
+        add(resource, record, i);
     }
-    let resource = Some(Resource {
-        attributes: vec![kv("service.name", string("leasehold".into()))],
-        ..Default::default()
-    });
+    let service = kv("service.name", string("leasehold".into()));
     let scope = Some(InstrumentationScope {
         name: "leasehold".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         ..Default::default()
     });
-    if !records.is_empty() {
+    for (attributes, records, indexes) in groups {
+        out.log_lines.extend(indexes);
         out.logs.resource_logs.push(ResourceLogs {
-            resource: resource.clone(),
+            resource: Some(Resource {
+                attributes: std::iter::once(service.clone()).chain(attributes).collect(),
+                ..Default::default()
+            }),
             scope_logs: vec![ScopeLogs {
                 scope: scope.clone(),
                 log_records: records,
@@ -113,7 +163,10 @@ pub fn convert(lines: &[&[u8]], now_ns: u64) -> Converted {
     }
     if !metrics.is_empty() {
         out.metrics.resource_metrics.push(ResourceMetrics {
-            resource,
+            resource: Some(Resource {
+                attributes: vec![service],
+                ..Default::default()
+            }),
             scope_metrics: vec![ScopeMetrics {
                 scope,
                 metrics: metrics.into_values().collect(),
@@ -193,17 +246,19 @@ fn metric_points(
     n
 }
 
+/// A log record of `doc` and its resource attributes.
 fn log_record(
     doc: &Map<String, Value>,
     leaves: &[(String, &Value)],
     time: u64,
     now_ns: u64,
-) -> LogRecord {
+) -> (Vec<KeyValue>, LogRecord) {
     let body = match doc.get("message") {
         Some(Value::String(m)) => string(m.clone()),
         _ => string(serde_json::to_string(doc).unwrap_or_default()),
     };
     let mut attributes = Vec::with_capacity(leaves.len());
+    let mut resource = Vec::new();
     for (path, v) in leaves {
         match path.as_str() {
             "@timestamp" | "message" => {}
@@ -214,7 +269,11 @@ fn log_record(
             }
             _ => {
                 if let Some(v) = any(v) {
-                    attributes.push(kv(path, v));
+                    if is_resource(path) {
+                        resource.push(kv(path, v));
+                    } else {
+                        attributes.push(kv(path, v));
+                    }
                 }
             }
         }
@@ -225,14 +284,15 @@ fn log_record(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    LogRecord {
+    let record = LogRecord {
         time_unix_nano: time,
         observed_time_unix_nano: now_ns,
         severity_text,
         body: Some(body),
         attributes,
         ..Default::default()
-    }
+    };
+    (resource, record)
 }
 
 /// The leaves of a document by dotted path; arrays are leaves.

@@ -8,19 +8,24 @@
 //! compare the two): `message` is the body (the line itself when there is
 //! none), `@timestamp` the record's time, `log.level` also its
 //! `severity_text`, `@metadata._id` the attribute `leasehold.event_id`,
-//! every other leaf an attribute named by its dotted path. A metric
+//! every other leaf an attribute named by its dotted path: a resource
+//! attribute when it says where the record comes from
+//! ([`super::convert::is_resource`]), a record attribute otherwise. Records
+//! whose resource attributes are the same bytes share one `ResourceLogs`,
+//! so a source's metadata is sent once per request, not once per line. A metric
 //! document (`data_stream.type: metrics`) is not written here: the caller
 //! converts it into data points.
 
+use std::collections::HashMap;
 use std::fmt;
 
-use opentelemetry_proto::tonic::common::v1::AnyValue;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use prost::Message as _;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::convert::{EVENT_ID_ATTRIBUTE, any, parse_time};
+use super::convert::{EVENT_ID_ATTRIBUTE, any, is_resource, parse_time};
 
 // Field numbers of opentelemetry-proto's messages (logs.proto,
 // common.proto, resource.proto, logs_service.proto).
@@ -51,14 +56,29 @@ const LEN: u32 = 2;
 /// The log records of one export request, encoded as they are pushed.
 #[derive(Default)]
 pub struct LogsEncoder {
-    /// `ScopeLogs.log_records`, each with its tag and length.
-    records: Vec<u8>,
+    /// Records grouped by their resource attributes, in first-seen order.
+    groups: Vec<Group>,
+    /// Index in `groups` by the encoding of the resource attributes.
+    by_resource: HashMap<Vec<u8>, usize>,
+    /// The group the last record went to (lines of one source come in
+    /// runs, so most records skip the hash).
+    last: Option<usize>,
     /// The record being written (its fields, without tag and length).
     record: Vec<u8>,
+    /// Its resource attributes (`Resource.attributes` fields).
+    resource: Vec<u8>,
     /// Records pushed.
     count: usize,
     /// The dotted path of the leaf being read.
     path: String,
+}
+
+/// The records of one resource.
+struct Group {
+    /// `Resource.attributes` fields, each with its tag and length.
+    resource: Vec<u8>,
+    /// `ScopeLogs.log_records`, each with its tag and length.
+    records: Vec<u8>,
 }
 
 /// What one line turned out to be.
@@ -86,9 +106,11 @@ impl LogsEncoder {
     pub fn push(&mut self, line: &[u8], now_ns: u64) -> Pushed {
         let line = crate::outputs::wire::without_line_end(line);
         self.record.clear();
+        self.resource.clear();
         self.path.clear();
         let mut walk = Walk {
             out: &mut self.record,
+            resource: &mut self.resource,
             path: &mut self.path,
             body: false,
             metric: false,
@@ -111,53 +133,100 @@ impl LogsEncoder {
             Err(_) => {
                 // Not a JSON object: the text itself is the body.
                 self.record.clear();
+                self.resource.clear();
                 let text = String::from_utf8_lossy(line);
                 any_string(&mut self.record, RECORD_BODY, text.trim_end());
             }
         }
         fixed64(&mut self.record, RECORD_OBSERVED_TIME, now_ns);
-        key(&mut self.records, SCOPE_LOGS_LOG_RECORDS, LEN);
-        varint(&mut self.records, self.record.len() as u64);
-        self.records.extend_from_slice(&self.record);
+        let group = self.group();
+        let records = &mut self.groups[group].records;
+        key(records, SCOPE_LOGS_LOG_RECORDS, LEN);
+        varint(records, self.record.len() as u64);
+        records.extend_from_slice(&self.record);
         self.count += 1;
         Pushed::Record
     }
 
-    /// Adds a record built as a message (a metric document without
-    /// numbers, converted by [`super::convert`]).
-    pub fn push_record(&mut self, record: &LogRecord) {
-        key(&mut self.records, SCOPE_LOGS_LOG_RECORDS, LEN);
-        varint(&mut self.records, record.encoded_len() as u64);
-        record.encode_raw(&mut self.records);
+    /// Adds a record built as a message, with the resource attributes
+    /// `resource` (a metric document without numbers, converted by
+    /// [`super::convert`]).
+    pub fn push_record(&mut self, resource: &[KeyValue], record: &LogRecord) {
+        self.resource.clear();
+        for a in resource {
+            key(&mut self.resource, RESOURCE_ATTRIBUTES, LEN);
+            varint(&mut self.resource, a.encoded_len() as u64);
+            a.encode_raw(&mut self.resource);
+        }
+        let group = self.group();
+        let records = &mut self.groups[group].records;
+        key(records, SCOPE_LOGS_LOG_RECORDS, LEN);
+        varint(records, record.encoded_len() as u64);
+        record.encode_raw(records);
         self.count += 1;
     }
 
-    /// The `ExportLogsServiceRequest` of the records pushed, with
-    /// [`super::convert`]'s resource and scope.
+    /// The group of the resource attributes in `self.resource`, made if
+    /// new.
+    fn group(&mut self) -> usize {
+        if let Some(i) = self.last
+            && self.groups[i].resource == self.resource
+        {
+            return i;
+        }
+        let i = match self.by_resource.get(self.resource.as_slice()) {
+            Some(&i) => i,
+            None => {
+                let i = self.groups.len();
+                self.groups.push(Group {
+                    resource: self.resource.clone(),
+                    records: Vec::new(),
+                });
+                self.by_resource.insert(self.resource.clone(), i);
+                i
+            }
+        };
+        self.last = Some(i);
+        i
+    }
+
+    /// The `ExportLogsServiceRequest` of the records pushed: one
+    /// `ResourceLogs` per group, its resource [`super::convert`]'s
+    /// `service.name` and the group's attributes, its scope the
+    /// converter's.
     pub fn finish(self) -> Vec<u8> {
-        let mut resource = Vec::new();
+        let mut service = Vec::new();
         let mut kv = Vec::new();
         string(&mut kv, KEY_VALUE_KEY, "service.name");
         nested(&mut kv, KEY_VALUE_VALUE, |b| {
             string(b, ANY_STRING, "leasehold")
         });
-        nested(&mut resource, RESOURCE_ATTRIBUTES, |b| {
-            b.extend_from_slice(&kv)
-        });
+        bytes(&mut service, RESOURCE_ATTRIBUTES, &kv);
         let mut scope = Vec::new();
         string(&mut scope, SCOPE_NAME, "leasehold");
         string(&mut scope, SCOPE_VERSION, env!("CARGO_PKG_VERSION"));
 
-        let scope_logs_len = field_len(scope.len()) + self.records.len();
-        let resource_logs_len = field_len(resource.len()) + field_len(scope_logs_len);
-        let mut out = Vec::with_capacity(field_len(resource_logs_len));
-        key(&mut out, REQUEST_RESOURCE_LOGS, LEN);
-        varint(&mut out, resource_logs_len as u64);
-        bytes(&mut out, RESOURCE_LOGS_RESOURCE, &resource);
-        key(&mut out, RESOURCE_LOGS_SCOPE_LOGS, LEN);
-        varint(&mut out, scope_logs_len as u64);
-        bytes(&mut out, SCOPE_LOGS_SCOPE, &scope);
-        out.extend_from_slice(&self.records);
+        let size: usize = self
+            .groups
+            .iter()
+            .map(|g| g.records.len() + g.resource.len() + service.len() + scope.len() + 24)
+            .sum();
+        let mut out = Vec::with_capacity(size);
+        for g in &self.groups {
+            let resource_len = service.len() + g.resource.len();
+            let scope_logs_len = field_len(scope.len()) + g.records.len();
+            let resource_logs_len = field_len(resource_len) + field_len(scope_logs_len);
+            key(&mut out, REQUEST_RESOURCE_LOGS, LEN);
+            varint(&mut out, resource_logs_len as u64);
+            key(&mut out, RESOURCE_LOGS_RESOURCE, LEN);
+            varint(&mut out, resource_len as u64);
+            out.extend_from_slice(&service);
+            out.extend_from_slice(&g.resource);
+            key(&mut out, RESOURCE_LOGS_SCOPE_LOGS, LEN);
+            varint(&mut out, scope_logs_len as u64);
+            bytes(&mut out, SCOPE_LOGS_SCOPE, &scope);
+            out.extend_from_slice(&g.records);
+        }
         out
     }
 }
@@ -165,6 +234,8 @@ impl LogsEncoder {
 /// The state of one line's walk: the record's fields so far and the path.
 struct Walk<'a> {
     out: &'a mut Vec<u8>,
+    /// The record's resource attributes.
+    resource: &'a mut Vec<u8>,
     path: &'a mut String,
     /// A string `message` was written as the body.
     body: bool,
@@ -243,20 +314,23 @@ impl Walk<'_> {
     }
 
     /// Writes the attribute of the current path, its value `value_len`
-    /// bytes written by `value`.
+    /// bytes written by `value`: to the resource's attributes when the
+    /// path says where the record comes from, to the record's otherwise.
     fn attribute(&mut self, value_len: usize, value: impl FnOnce(&mut Vec<u8>)) {
-        let name = if self.path == "@metadata._id" {
-            EVENT_ID_ATTRIBUTE
+        let (name, out, field) = if self.path == "@metadata._id" {
+            (EVENT_ID_ATTRIBUTE, &mut *self.out, RECORD_ATTRIBUTES)
+        } else if is_resource(self.path.as_str()) {
+            (self.path.as_str(), &mut *self.resource, RESOURCE_ATTRIBUTES)
         } else {
-            self.path.as_str()
+            (self.path.as_str(), &mut *self.out, RECORD_ATTRIBUTES)
         };
         let kv_len = field_len(name.len()) + field_len(value_len);
-        key(self.out, RECORD_ATTRIBUTES, LEN);
-        varint(self.out, kv_len as u64);
-        string(self.out, KEY_VALUE_KEY, name);
-        key(self.out, KEY_VALUE_VALUE, LEN);
-        varint(self.out, value_len as u64);
-        value(self.out);
+        key(out, field, LEN);
+        varint(out, kv_len as u64);
+        string(out, KEY_VALUE_KEY, name);
+        key(out, KEY_VALUE_VALUE, LEN);
+        varint(out, value_len as u64);
+        value(out);
     }
 }
 
@@ -464,15 +538,16 @@ mod tests {
         let pushed = lines.iter().map(|l| e.push(l, now)).collect();
         let bytes = e.finish();
         let mut req = ExportLogsServiceRequest::decode(bytes.as_slice()).expect("decodes");
-        if req.resource_logs[0].scope_logs[0].log_records.is_empty() {
-            req.resource_logs.clear();
-        }
         sort(&mut req);
         (req, pushed)
     }
 
     fn sort(req: &mut ExportLogsServiceRequest) {
         for r in &mut req.resource_logs {
+            if let Some(res) = &mut r.resource {
+                res.attributes
+                    .sort_by_cached_key(|a| (a.key.clone(), format!("{:?}", a.value)));
+            }
             for s in &mut r.scope_logs {
                 for rec in &mut s.log_records {
                     // Equal keys (`{"a.b":1,"a":{"b":2}}`) by value too:
@@ -510,7 +585,9 @@ mod tests {
         let mut want = by_convert(&lines, 7);
         // The converter writes a body-less document's body as JSON of
         // its parsed map; the encoder sends the line itself.
-        let rec = &mut want.resource_logs[0].scope_logs[0].log_records[1];
+        // (The second line has no resource attributes: it opens the
+        // second group.)
+        let rec = &mut want.resource_logs[1].scope_logs[0].log_records[0];
         rec.body = Some(super::super::convert::string(
             r#"{"no_message":1,"message":7,"@timestamp":3}"#.into(),
         ));
@@ -518,6 +595,83 @@ mod tests {
         let first = &records(&got)[0];
         assert_eq!(first.severity_text, "warn");
         assert_eq!(first.time_unix_nano, 1_796_292_000_000_001_000);
+    }
+
+    #[test]
+    fn records_of_one_source_share_a_resource_sent_once() {
+        let a = |n: u32, pod: &str| {
+            format!(
+                r#"{{"message":"m{n}","agent":{{"name":"a1"}},"input":{{"id":"logs"}},"kubernetes":{{"pod":{{"name":"{pod}"}},"event":{{"reason":"r{n}"}}}},"log":{{"offset":{n}}}}}"#
+            )
+        };
+        let lines = [a(1, "p"), a(2, "q"), a(3, "p"), "plain".into()];
+        let lines: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+        let (got, _) = by_encoder(&lines, 1);
+        assert_eq!(got, by_convert(&lines, 1));
+        let keys = |attrs: &[KeyValue]| attrs.iter().map(|a| a.key.clone()).collect::<Vec<_>>();
+        let groups: Vec<(Vec<String>, Vec<String>)> = got
+            .resource_logs
+            .iter()
+            .map(|r| {
+                let records = &r.scope_logs[0].log_records;
+                let bodies = records
+                    .iter()
+                    .map(|rec| format!("{:?}", rec.body.as_ref().unwrap().value))
+                    .collect();
+                (keys(&r.resource.as_ref().unwrap().attributes), bodies)
+            })
+            .collect();
+        let resource = [
+            "agent.name",
+            "input.id",
+            "kubernetes.pod.name",
+            "service.name",
+        ];
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert_eq!(groups[0].0, resource);
+        assert_eq!(groups[0].1.len(), 2, "p's two records, in order");
+        assert!(groups[0].1[0].contains("m1") && groups[0].1[1].contains("m3"));
+        assert_eq!(groups[1].0, resource);
+        assert_eq!(groups[2].0, ["service.name"]);
+        // What an Event says and where in the file a line was stay on
+        // the record.
+        let first = &got.resource_logs[0].scope_logs[0].log_records[0];
+        assert_eq!(
+            keys(&first.attributes),
+            ["kubernetes.event.reason", "log.offset"]
+        );
+    }
+
+    #[test]
+    fn resource_fields_are_those_that_name_a_source() {
+        use super::super::convert::is_resource;
+        for p in [
+            "agent",
+            "agent.name",
+            "host.name",
+            "cloud.region",
+            "input.id",
+        ] {
+            assert!(is_resource(p), "{p}");
+        }
+        for p in ["data_stream.dataset", "container.id", "kubernetes.pod.uid"] {
+            assert!(is_resource(p), "{p}");
+        }
+        for p in [
+            "agentx",
+            "log.offset",
+            "leader.term",
+            "message",
+            "kubernetes.event.reason",
+        ] {
+            assert!(!is_resource(p), "{p}");
+        }
+        assert!(!is_resource("kubernetes.event"));
+    }
+
+    #[test]
+    fn no_records_make_an_empty_request() {
+        assert!(LogsEncoder::default().finish().is_empty());
     }
 
     #[test]
@@ -572,6 +726,8 @@ mod tests {
                 Just("message".to_string()),
                 Just("@timestamp".to_string()),
                 Just("log".to_string()),
+                Just("agent".to_string()),
+                Just("kubernetes".to_string()),
                 "[a-z]{1,5}"
             ],
             value,
@@ -590,6 +746,22 @@ mod tests {
             let (got, pushed) = by_encoder(&[&line], 11);
             prop_assert_eq!(pushed, vec![Pushed::Record]);
             prop_assert_eq!(got, by_convert(&[&line], 11));
+        }
+
+        /// Any batch is grouped by resource as the converter groups it.
+        #[test]
+        fn any_batch_is_grouped_as_the_converter_groups_it(docs in prop::collection::vec(doc(), 1..6)) {
+            let lines: Vec<Vec<u8>> = docs.iter().map(|d| serde_json::to_vec(d).unwrap()).collect();
+            let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+            let (got, _) = by_encoder(&lines, 3);
+            let mut want = by_convert(&lines, 3);
+            // A body-less document's body: the line, not its parsed map's JSON.
+            for (rl, w) in got.resource_logs.iter().zip(&mut want.resource_logs) {
+                for (r, wr) in rl.scope_logs[0].log_records.iter().zip(&mut w.scope_logs[0].log_records) {
+                    wr.body.clone_from(&r.body);
+                }
+            }
+            prop_assert_eq!(got, want);
         }
     }
 }

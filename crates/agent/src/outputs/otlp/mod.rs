@@ -96,14 +96,14 @@ async fn export_chunk(
         let lines: Vec<&[u8]> = metric_docs.iter().map(|&k| chunk[k].as_slice()).collect();
         let c = convert::convert(&lines, now_ns);
         // A metric document without numbers is a log record.
-        let records = c
-            .logs
-            .resource_logs
-            .iter()
-            .flat_map(|r| &r.scope_logs)
-            .flat_map(|s| &s.log_records);
-        for (record, &i) in records.zip(&c.log_lines) {
-            logs.push_record(record);
+        let records = c.logs.resource_logs.iter().flat_map(|r| {
+            let resource = convert::source_attributes(r);
+            r.scope_logs
+                .iter()
+                .flat_map(move |s| s.log_records.iter().map(move |rec| (resource, rec)))
+        });
+        for ((resource, record), &i) in records.zip(&c.log_lines) {
+            logs.push_record(resource, record);
             log_lines.push(start + metric_docs[i]);
         }
         if !c.metric_lines.is_empty() {

@@ -644,6 +644,87 @@ inputs:
     Ok(())
 }
 
+/// As Filebeat's `ndjson` parser: a decoded line's keys are the document
+/// (its own `message` included) and the raw line is not kept beside them;
+/// `message_key` names the text; a line that is no JSON object keeps its
+/// text and is marked.
+#[test]
+fn ndjson_lines_become_their_keys_without_the_raw_line_beside_them() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    fs::create_dir_all(d.join("logs"))?;
+    fs::write(
+        d.join("logs/root.log"),
+        "{\"message\":\"m1\",\"level\":\"info\",\"n\":1}\n{\"level\":\"debug\"}\nnot json\n",
+    )?;
+    fs::write(
+        d.join("logs/keyed.log"),
+        "{\"msg\":\"k1\",\"level\":\"warn\"}\n",
+    )?;
+    let policy = d.join("policy.yml");
+    fs::write(
+        &policy,
+        format!(
+            r#"outputs:
+  default:
+    type: file
+    path: {out}
+    filename: logs
+inputs:
+  - id: json
+    type: filestream
+    streams:
+      - id: root
+        paths: [{d}/logs/root.log]
+        parsers:
+          - ndjson: {{target: "", add_error_key: true}}
+      - id: keyed
+        paths: [{d}/logs/keyed.log]
+        parsers:
+          - ndjson: {{target: "", message_key: msg}}
+"#,
+            out = d.join("out").display(),
+            d = d.display(),
+        ),
+    )?;
+    let mut a = start(d, &policy)?;
+    let docs = wait_docs(&d.join("out"), 4)?;
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    let by_level = |level: &str| {
+        docs.iter()
+            .find(|x| x["level"] == level)
+            .with_context(|| format!("no document of level {level}: {docs:?}"))
+    };
+    let m1 = by_level("info")?;
+    assert_eq!(m1["message"], "m1", "the decoded message, not the line");
+    assert_eq!(m1["n"], 1);
+    assert!(
+        !m1.to_string().contains("\\\"message\\\""),
+        "the raw line is nowhere in the document: {m1}"
+    );
+    let bare = by_level("debug")?;
+    assert!(
+        bare.get("message").is_none(),
+        "a line without a message has none: {bare}"
+    );
+    let keyed = by_level("warn")?;
+    assert_eq!(keyed["message"], "k1");
+    assert_eq!(keyed["msg"], "k1");
+    let raw = docs
+        .iter()
+        .find(|x| x["message"] == "not json")
+        .context("the line that is no JSON")?;
+    assert!(
+        raw["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not a JSON object")),
+        "{raw}"
+    );
+    assert_eq!(docs.len(), 4, "{docs:?}");
+    Ok(())
+}
+
 #[test]
 fn a_file_truncated_and_written_past_its_old_end_while_idle_is_read_from_its_start() -> Result<()> {
     let dir = tempfile::tempdir()?;

@@ -388,6 +388,11 @@ impl OrDefaultMessage for Option<Message> {
     }
 }
 
+/// Decodes `m`'s line. As in Filebeat, a decoded line's text is the
+/// `message_key`'s string, or nothing: the raw line is not kept beside
+/// the keys it was decoded into (a document would carry it twice), so the
+/// event's `message` is the decoded one when the line has one. A line
+/// that is not a JSON object keeps its text.
 fn decode(n: &NdjsonSettings, m: Message) -> Message {
     match serde_json::from_str::<Value>(&m.text) {
         Ok(Value::Object(mut keys)) => {
@@ -396,7 +401,8 @@ fn decode(n: &NdjsonSettings, m: Message) -> Message {
                 .as_ref()
                 .and_then(|k| keys.get(k))
                 .and_then(Value::as_str)
-                .map(str::to_string);
+                .map(str::to_string)
+                .unwrap_or_default();
             let decoded = if n.target.is_empty() {
                 keys
             } else {
@@ -405,7 +411,7 @@ fn decode(n: &NdjsonSettings, m: Message) -> Message {
                 wrapped
             };
             Message {
-                text: text.unwrap_or(m.text),
+                text,
                 decoded: Some(decoded),
                 ..m
             }
@@ -563,6 +569,21 @@ mod tests {
                 .unwrap()
                 .contains("not a JSON object")
         );
+    }
+
+    #[test]
+    fn a_decoded_line_without_message_key_keeps_no_text() {
+        let mut p = Pipeline::new(&[ParserSpec::Ndjson(NdjsonSettings {
+            target: String::new(),
+            message_key: None,
+            overwrite_keys: false,
+            add_error_key: false,
+        })]);
+        let out = feed(&mut p, &[r#"{"message":"hi","n":1}"#, "plain"]);
+        assert_eq!(out[0].text, "", "the line is in its keys, not beside them");
+        assert_eq!(out[0].decoded.as_ref().unwrap()["message"], "hi");
+        assert_eq!(out[1].text, "plain");
+        assert!(out[1].decoded.is_none());
     }
 
     #[test]

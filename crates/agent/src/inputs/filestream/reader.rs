@@ -370,7 +370,12 @@ impl Reader {
         let mut own_text = b"{".to_vec();
         own_text.extend_from_slice(&self.fields(f, &plain)[1..]);
         own_text.push(b'}');
-        let own: Map<String, Value> = serde_json::from_slice(&own_text).unwrap_or_default();
+        let mut own: Map<String, Value> = serde_json::from_slice(&own_text).unwrap_or_default();
+        if m.text.is_empty() {
+            // A decoded line without `message_key`: its `message`, if
+            // any, is the decoded one (as in Filebeat).
+            own.remove("message");
+        }
         let overwrite = self
             .settings
             .parsers

@@ -461,6 +461,21 @@ fn wait_until_written(w: &Writer, source: &str, n: u64) -> Result<()> {
     Ok(())
 }
 
+/// A policy in `dir` of one `filestream` input `id` with the `streams`
+/// given (YAML list items indented for it), into the file output `logs`
+/// under `dir/out`.
+fn streams_policy(dir: &Path, id: &str, streams: &str) -> Result<PathBuf> {
+    let policy = dir.join("policy.yml");
+    fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: file\n    path: {out}\n    filename: logs\ninputs:\n  - id: {id}\n    type: filestream\n    streams:\n{streams}",
+            out = dir.join("out").display(),
+        ),
+    )?;
+    Ok(policy)
+}
+
 /// The documents of `out` (file output `logs`) once there are `n`.
 fn wait_docs(out: &Path, n: usize) -> Result<Vec<Value>> {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -537,20 +552,11 @@ fn container_logs_are_joined_parsed_and_named_from_their_path() -> Result<()> {
         docker.join("\n") + "\n",
     )?;
 
-    let policy = d.join("policy.yml");
-    fs::write(
-        &policy,
-        format!(
-            r#"outputs:
-  default:
-    type: file
-    path: {out}
-    filename: logs
-inputs:
-  - id: containers
-    type: filestream
-    streams:
-      - id: cri
+    let policy = streams_policy(
+        d,
+        "containers",
+        &format!(
+            r#"      - id: cri
         paths: [{d}/containers/*.log]
         prospector.scanner.symlinks: true
         prospector.scanner.check_interval: 200ms
@@ -566,7 +572,6 @@ inputs:
         parsers:
           - container: {{format: docker}}
 "#,
-            out = d.join("out").display(),
             d = d.display(),
         ),
     )?;
@@ -661,20 +666,11 @@ fn ndjson_lines_become_their_keys_without_the_raw_line_beside_them() -> Result<(
         d.join("logs/keyed.log"),
         "{\"msg\":\"k1\",\"level\":\"warn\"}\n",
     )?;
-    let policy = d.join("policy.yml");
-    fs::write(
-        &policy,
-        format!(
-            r#"outputs:
-  default:
-    type: file
-    path: {out}
-    filename: logs
-inputs:
-  - id: json
-    type: filestream
-    streams:
-      - id: root
+    let policy = streams_policy(
+        d,
+        "json",
+        &format!(
+            r#"      - id: root
         paths: [{d}/logs/root.log]
         parsers:
           - ndjson: {{target: "", add_error_key: true}}
@@ -683,7 +679,6 @@ inputs:
         parsers:
           - ndjson: {{target: "", message_key: msg}}
 "#,
-            out = d.join("out").display(),
             d = d.display(),
         ),
     )?;

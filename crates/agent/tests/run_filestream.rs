@@ -683,9 +683,11 @@ fn ndjson_lines_become_their_keys_without_the_raw_line_beside_them() -> Result<(
         ),
     )?;
     let mut a = start(d, &policy)?;
-    let docs = wait_docs(&d.join("out"), 4)?;
+    wait_docs(&d.join("out"), 4)?;
     a.signal(libc::SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    // Read once the agent has stopped, so that an extra document shows.
+    let docs = wait_docs(&d.join("out"), 4)?;
     let by_level = |level: &str| {
         docs.iter()
             .find(|x| x["level"] == level)

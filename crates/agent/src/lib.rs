@@ -5,6 +5,7 @@ pub mod cli;
 pub mod fnv;
 pub mod inputs;
 pub mod kubeconn;
+pub mod kubeobj;
 pub mod kubewatch;
 pub mod monitor;
 pub mod outputs;

@@ -246,6 +246,35 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
+/// The HTTP client of every output, input and command: one type, so
+/// hyper's client code (pool, connection, HTTP/2) is in the binary once.
+pub type HttpClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+/// A client for `http://` URLs only: it trusts no root, so an `https://`
+/// URL fails its handshake.
+pub fn plain_http_client() -> HttpClient {
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map(|b| {
+        b.with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+    });
+    let config = match config {
+        Ok(c) => c,
+        // ring supports the default versions; unreachable in practice.
+        Err(_) => rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth(),
+    };
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https_connector(config, false))
+}
+
 /// An HTTP/1.1 connector for `http://` and `https://` URLs with `config`
 /// (HTTP/2 instead, by ALPN, when `http2`).
 pub fn https_connector(

@@ -6,10 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::body::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use leasehold_policy::{Map, Value};
 
@@ -131,7 +129,7 @@ impl HttpSettings {
 /// A reusable client for one stream.
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: crate::tls::HttpClient,
     bearer_token_file: Option<PathBuf>,
     timeout: Duration,
     max_body: usize,
@@ -172,7 +170,9 @@ impl Fetcher {
                 format!("Bearer {}", token.trim()),
             );
         }
-        let req = req.body(Empty::new()).map_err(|e| format!("{url}: {e}"))?;
+        let req = req
+            .body(Full::default())
+            .map_err(|e| format!("{url}: {e}"))?;
         let work = async {
             let resp = self
                 .client

@@ -1,10 +1,7 @@
 //! `leasehold status --agent URL`: a running agent's own view from its
 //! `/status`, with what looks wrong in it.
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use super::Format;
@@ -23,7 +20,7 @@ pub async fn report(base: &str, format: Format) -> Result<(String, bool), String
             "--agent {base:?}: the monitoring endpoint speaks plain http; e.g. http://127.0.0.1:6791"
         ));
     }
-    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let client = crate::tls::plain_http_client();
     let response = tokio::time::timeout(TIMEOUT, client.get(uri))
         .await
         .map_err(|_| format!("{url} did not answer within {TIMEOUT:?}"))?

@@ -12,9 +12,9 @@ pub mod render;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::kubeobj::Pod;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
 use self::assess::{Expect, HolderPod, LeaseFacts, Record};

@@ -9,7 +9,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use crate::kubeobj::{Node, Pod};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};

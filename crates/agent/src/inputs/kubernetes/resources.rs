@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use crate::kubeobj::{Container, Node, Pod};
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;

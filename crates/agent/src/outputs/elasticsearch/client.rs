@@ -9,7 +9,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
@@ -61,7 +60,7 @@ impl std::fmt::Display for RequestError {
 
 /// The client of one output.
 pub struct Client {
-    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: crate::tls::HttpClient,
     settings: ElasticsearchSettings,
     /// The host tried first: the last one that answered.
     current: AtomicUsize,

@@ -48,7 +48,7 @@ const CODE_NAMES: [&str; 17] = [
 /// One output's gRPC client; clones share its HTTP/2 connection.
 #[derive(Clone)]
 pub struct GrpcClient {
-    client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::tls::HttpClient,
     /// `scheme://host:port`.
     endpoint: String,
     /// Request metadata (lower-case names), checked once.

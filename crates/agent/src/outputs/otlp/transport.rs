@@ -7,7 +7,6 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
@@ -125,7 +124,7 @@ impl Transport {
 /// OTLP/HTTP: protobuf bodies posted to `ENDPOINT/v1/{logs,metrics}`.
 #[derive(Clone)]
 pub struct HttpExporter {
-    client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::tls::HttpClient,
     endpoint: String,
     headers: Vec<(String, String)>,
     gzip: bool,
@@ -163,7 +162,7 @@ impl HttpExporter {
 }
 
 async fn post(
-    client: &HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: &crate::tls::HttpClient,
     url: &str,
     body: Vec<u8>,
     headers: &[(String, String)],

@@ -1,12 +1,12 @@
 //! What the provider keeps of a Pod: only the fields its mappings read. A
-//! `Pod` as the API sends it (spec with volumes, probes and security
-//! contexts; status with conditions and container states) is several
-//! kilobytes; the provider holds every Pod of its node or cluster for as
-//! long as it runs, so it keeps this instead.
+//! [`Pod`] as read still carries its whole metadata (managed fields,
+//! kubectl's last-applied copy of the object) and specs and statuses per
+//! container; the provider holds every Pod of its node or cluster for as
+//! long as it runs, so it keeps this flat summary instead.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::kubeobj::Pod;
 
 /// Owner kinds whose name becomes `kubernetes.<kind>.name`.
 const OWNER_KINDS: [&str; 6] = [

@@ -3,7 +3,7 @@
 //! variable names (or, with hints on, its `hints` variables) and the fields
 //! Elastic adds to their inputs' events. Pure: a Pod in, mappings out.
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use crate::kubeobj::{Node, Service};
 use leasehold_policy::dynamic::Mapping;
 use leasehold_policy::{Map, Value};
 
@@ -442,7 +442,7 @@ mod tests {
     use super::*;
 
     fn pod() -> KeptPod {
-        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        let pod: crate::kubeobj::Pod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-7d9f", "namespace": "shop", "uid": "u-1",
                 "labels": {"app": "web", "app.kubernetes.io/name": "shop-web", "app.kubernetes.io": "x"},

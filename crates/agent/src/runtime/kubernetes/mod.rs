@@ -18,8 +18,9 @@ pub mod settings;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::kubeobj::{Node, Pod, Service};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -202,15 +203,10 @@ impl RelatedStores {
                 Scope::Node => watcher::Config::default().fields(&format!("metadata.name={node}")),
                 Scope::Cluster => watcher::Config::default(),
             };
-            // What neither the labels nor the mapping read: the images a
-            // node holds (often the larger part of it), managed fields.
+            // Managed fields are never read (and a `kubeobj::Node` keeps
+            // none of the images, volumes or node info of the status).
             fn trim(n: &mut Node) {
                 n.metadata.managed_fields = None;
-                if let Some(st) = n.status.as_mut() {
-                    st.images = None;
-                    st.volumes_attached = None;
-                    st.volumes_in_use = None;
-                }
             }
             reflect(
                 Api::<Node>::all(client.clone()),
@@ -319,8 +315,8 @@ async fn run(
         Some(ns) => Api::namespaced(client, ns),
         None => Api::all(client),
     };
-    // Pages of 100 Pods: a page of full Pods is held while it is read
-    // (the provider keeps only what its mappings read, see `kept`).
+    // Pages of 100 Pods: a page's JSON is held while it is read (the
+    // provider keeps only what its mappings read, see `kept`).
     let mut config = watcher::Config::default().page_size(LIST_PAGE);
     if s.scope == Scope::Node {
         config = config.fields(&format!("spec.nodeName={node}"));

@@ -11,7 +11,6 @@ mod agents;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use agents::*;
@@ -85,19 +84,22 @@ fn find<'a>(objs: &'a [Value], kind: &str) -> Result<&'a Value> {
 }
 
 /// The kustomize base, applied for real once per test binary (the
-/// namespace `leasehold` and its objects stay for the other tests).
+/// namespace `leasehold` and its objects stay for the other tests). The
+/// tests that need it wait for one apply: two `kubectl apply` of the same
+/// objects at once race (both read a ServiceAccount as absent, the second
+/// create is refused).
 async fn apply_base(plane: &ControlPlane) -> Result<Vec<Value>> {
-    static APPLIED: Mutex<Option<Vec<Value>>> = Mutex::new(None);
-    if let Some(objs) = APPLIED.lock().unwrap().clone() {
-        return Ok(objs);
-    }
-    ensure_namespace(plane, "leasehold").await?;
-    let yaml = kustomize(plane, "deploy/kubernetes/base")?;
-    let out = kubectl(plane, &["apply", "-o", "json", "-f", "-"], Some(&yaml))?;
-    let v: Value = serde_json::from_str(&out)?;
-    let objs = v["items"].as_array().cloned().unwrap_or_default();
-    *APPLIED.lock().unwrap() = Some(objs.clone());
-    Ok(objs)
+    static APPLIED: tokio::sync::OnceCell<Vec<Value>> = tokio::sync::OnceCell::const_new();
+    let objs = APPLIED
+        .get_or_try_init(|| async {
+            ensure_namespace(plane, "leasehold").await?;
+            let yaml = kustomize(plane, "deploy/kubernetes/base")?;
+            let out = kubectl(plane, &["apply", "-o", "json", "-f", "-"], Some(&yaml))?;
+            let v: Value = serde_json::from_str(&out)?;
+            anyhow::Ok(v["items"].as_array().cloned().unwrap_or_default())
+        })
+        .await?;
+    Ok(objs.clone())
 }
 
 /// The uid the image runs as (`USER` in the Dockerfile) and the pods too.

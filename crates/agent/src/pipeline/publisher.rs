@@ -83,6 +83,12 @@ fn index_of(ds: &DataStream) -> String {
 /// excepted: a payload may route itself).
 const OWN_KEYS: [&str; 4] = ["@timestamp", "agent", "input", "leader"];
 
+/// True for a key no payload sets in a document: those the runtime sets
+/// itself, `@metadata`, and `data_stream` (see [`payload_fields`]).
+pub fn reserved_payload_key(k: &str) -> bool {
+    OWN_KEYS.contains(&k) || k == "@metadata" || k == "data_stream"
+}
+
 /// Appends the payload's fields (`,"k":v` each), leaving out the keys the
 /// runtime sets itself.
 fn push_payload(line: &mut Vec<u8>, payload: &Map<String, Value>) {

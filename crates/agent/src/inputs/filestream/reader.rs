@@ -20,7 +20,7 @@ use super::pipeline::{Message, Pipeline};
 use super::registry::Cursor;
 use super::settings::StreamSettings;
 use crate::pipeline::ack::Ack;
-use crate::pipeline::publisher::{EventSink, Refused, payload_fields};
+use crate::pipeline::publisher::{EventSink, Refused, reserved_payload_key};
 
 /// Bytes read at once, at most.
 const CHUNK: usize = 64 * 1024;
@@ -95,11 +95,22 @@ struct Follow {
     /// The line outgrew `message_max_bytes`: the rest is skipped.
     cut: bool,
     pipeline: Pipeline,
-    /// Serialized once: `,"log":{"file":{…}` (left open), and the
-    /// Kubernetes, `fields` and `tags` pairs.
+    /// The file's own pairs, serialized once.
+    own: FilePairs,
+}
+
+/// What every document of a file carries, serialized once:
+/// `,"log":{"file":{…}` (left open for the offset and flags), and the
+/// Kubernetes, `fields` and `tags` pairs.
+struct FilePairs {
     log_file: Vec<u8>,
     constant: Vec<u8>,
+    /// Each key of `constant` and where its pair is in it.
+    constant_keys: ConstantKeys,
 }
+
+/// The keys of a serialized run of `,"key":value` pairs and their bytes.
+type ConstantKeys = Vec<(String, std::ops::Range<usize>)>;
 
 impl Reader {
     /// Reads until closed; `Err` is an I/O failure, with the path.
@@ -123,6 +134,7 @@ impl Reader {
         }
         let _open = OpenFile::new(&self.metrics.files_open);
         let offset = self.cursor.lock().resume;
+        let (constant, constant_keys) = self.constant_fields(canonical.as_deref());
         let mut f = Follow {
             file: Arc::new(file),
             offset,
@@ -130,8 +142,11 @@ impl Reader {
             line_start: offset,
             cut: false,
             pipeline: Pipeline::new(&self.settings.parsers),
-            log_file: log_file(&self.path, id),
-            constant: self.constant_fields(canonical.as_deref()),
+            own: FilePairs {
+                log_file: log_file(&self.path, id),
+                constant,
+                constant_keys,
+            },
         };
         tracing::debug!(path = %self.path, offset, "reading file");
         let mut backoff = self.settings.backoff_init;
@@ -329,70 +344,22 @@ impl Reader {
         None
     }
 
-    /// The document's pairs for message `m`.
+    /// The document's pairs for message `m` (see [`document_pairs`]).
     fn fields(&self, f: &Follow, m: &Message) -> Vec<u8> {
-        if m.decoded.is_some() {
-            return self.fields_with_decoded(f, m);
-        }
-        let mut out = Vec::with_capacity(m.text.len() + f.log_file.len() + f.constant.len() + 96);
-        out.extend_from_slice(b",\"message\":");
-        let _ = serde_json::to_writer(&mut out, &m.text);
-        out.extend_from_slice(&f.log_file);
-        out.extend_from_slice(b",\"offset\":");
-        out.extend_from_slice(m.start.to_string().as_bytes());
-        if !m.flags.is_empty() {
-            out.extend_from_slice(b",\"flags\":");
-            let _ = serde_json::to_writer(&mut out, &m.flags);
-        }
-        out.push(b'}');
-        if let Some(s) = m.stream {
-            out.extend_from_slice(b",\"stream\":\"");
-            out.extend_from_slice(s.as_str().as_bytes());
-            out.push(b'"');
-        }
-        if let Some(e) = &m.error {
-            out.extend_from_slice(b",\"error\":{\"message\":");
-            let _ = serde_json::to_writer(&mut out, e);
-            out.push(b'}');
-        }
-        out.extend_from_slice(&f.constant);
-        out
+        document_pairs(&f.own, m, self.overwrites_keys())
     }
 
-    /// The slow path: decoded keys merged with the reader's own. The own
-    /// fields come from the fast path, parsed back, so the document's
-    /// layout is written in one place only.
-    fn fields_with_decoded(&self, f: &Follow, m: &Message) -> Vec<u8> {
-        let plain = Message {
-            decoded: None,
-            ..m.clone()
-        };
-        let mut own_text = b"{".to_vec();
-        own_text.extend_from_slice(&self.fields(f, &plain)[1..]);
-        own_text.push(b'}');
-        let mut own: Map<String, Value> = serde_json::from_slice(&own_text).unwrap_or_default();
-        if m.text.is_empty() {
-            // A decoded line without `message_key`: its `message`, if
-            // any, is the decoded one (as in Filebeat).
-            own.remove("message");
-        }
-        let overwrite = self
-            .settings
+    /// Whether `ndjson`'s decoded keys replace the reader's own.
+    fn overwrites_keys(&self) -> bool {
+        self.settings
             .parsers
             .iter()
-            .any(|p| matches!(p, super::pipeline::ParserSpec::Ndjson(n) if n.overwrite_keys));
-        let mut doc = own;
-        for (k, v) in m.decoded.clone().unwrap_or_default() {
-            if overwrite || !doc.contains_key(&k) {
-                doc.insert(k, v);
-            }
-        }
-        payload_fields(&doc)
+            .any(|p| matches!(p, super::pipeline::ParserSpec::Ndjson(n) if n.overwrite_keys))
     }
 
     /// `kubernetes`/`container` from the path (unless the `kubernetes`
     /// provider adds its fuller ones), `fields`, `tags`.
-    fn constant_fields(&self, canonical: Option<&std::path::Path>) -> Vec<u8> {
+    fn constant_fields(&self, canonical: Option<&std::path::Path>) -> (Vec<u8>, ConstantKeys) {
         let s = &self.settings;
         let mut doc = Map::new();
         if s.reads_containers() && !self.sink.adds("kubernetes") {
@@ -428,11 +395,102 @@ impl Reader {
         if !s.tags.is_empty() {
             doc.insert("tags".into(), json!(s.tags));
         }
-        for own in ["message", "log", "stream", "error"] {
-            doc.remove(own);
-        }
-        payload_fields(&doc)
+        constant_pairs(doc)
     }
+}
+
+/// `doc` as `,"key":value` pairs and where each key's pair is, without the
+/// keys each line sets (`message`, `log`, `stream`, `error`) and those no
+/// payload sets.
+fn constant_pairs(doc: Map<String, Value>) -> (Vec<u8>, ConstantKeys) {
+    let mut out = Vec::new();
+    let mut keys = Vec::new();
+    for (k, v) in doc {
+        if reserved_payload_key(&k) || ["message", "log", "stream", "error"].contains(&k.as_str()) {
+            continue;
+        }
+        let start = out.len();
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, &k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, &v);
+        keys.push((k, start..out.len()));
+    }
+    (out, keys)
+}
+
+/// The document's pairs for message `m`: the reader's own fields
+/// (`message`, `log`, `stream`, `error` and the constant ones) and the
+/// keys `ndjson` decoded, written as they are, none twice. Where both
+/// have a key the reader's wins, unless `overwrite_keys` (as in
+/// Filebeat); a decoded line without `message_key` has no own
+/// `message`, its decoded one if any.
+fn document_pairs(f: &FilePairs, m: &Message, overwrite: bool) -> Vec<u8> {
+    let decoded = m.decoded.as_ref();
+    let overwrite = overwrite && decoded.is_some();
+    let theirs = |k: &str| overwrite && decoded.is_some_and(|d| d.contains_key(k));
+    let own_message = decoded.is_none() || !m.text.is_empty();
+    let mut out = Vec::with_capacity(
+        m.text.len()
+            + f.log_file.len()
+            + f.constant.len()
+            + 96
+            + decoded.map_or(0, |d| d.len() * 32),
+    );
+    if own_message && !theirs("message") {
+        out.extend_from_slice(b",\"message\":");
+        let _ = serde_json::to_writer(&mut out, &m.text);
+    }
+    if !theirs("log") {
+        out.extend_from_slice(&f.log_file);
+        out.extend_from_slice(b",\"offset\":");
+        out.extend_from_slice(m.start.to_string().as_bytes());
+        if !m.flags.is_empty() {
+            out.extend_from_slice(b",\"flags\":");
+            let _ = serde_json::to_writer(&mut out, &m.flags);
+        }
+        out.push(b'}');
+    }
+    if let Some(s) = m.stream
+        && !theirs("stream")
+    {
+        out.extend_from_slice(b",\"stream\":\"");
+        out.extend_from_slice(s.as_str().as_bytes());
+        out.push(b'"');
+    }
+    if let Some(e) = &m.error
+        && !theirs("error")
+    {
+        out.extend_from_slice(b",\"error\":{\"message\":");
+        let _ = serde_json::to_writer(&mut out, e);
+        out.push(b'}');
+    }
+    if f.constant_keys.iter().any(|(k, _)| theirs(k)) {
+        for (k, at) in &f.constant_keys {
+            if !theirs(k) {
+                out.extend_from_slice(&f.constant[at.clone()]);
+            }
+        }
+    } else {
+        out.extend_from_slice(&f.constant);
+    }
+    for (k, v) in decoded.into_iter().flatten() {
+        let ours = match k.as_str() {
+            "message" => own_message,
+            "log" => true,
+            "stream" => m.stream.is_some(),
+            "error" => m.error.is_some(),
+            _ => f.constant_keys.iter().any(|(c, _)| c == k),
+        };
+        if reserved_payload_key(k) || (ours && !overwrite) {
+            continue;
+        }
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out
 }
 
 /// `,"log":{"file":{"path":…,"device_id":…,"inode":…}` (left open for
@@ -458,6 +516,163 @@ fn parse_time(t: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A document's pairs as (key, value) in their order, a key written
+    /// twice kept twice.
+    fn pairs_of(pairs: &[u8]) -> Vec<(String, Value)> {
+        struct Pairs(Vec<(String, Value)>);
+        impl<'de> serde::Deserialize<'de> for Pairs {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pairs, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Pairs;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("an object")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        mut a: A,
+                    ) -> Result<Pairs, A::Error> {
+                        let mut out = Vec::new();
+                        while let Some(kv) = a.next_entry()? {
+                            out.push(kv);
+                        }
+                        Ok(Pairs(out))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        let mut doc = b"{".to_vec();
+        doc.extend_from_slice(pairs.get(1..).unwrap_or_default());
+        doc.push(b'}');
+        serde_json::from_slice::<Pairs>(&doc).unwrap().0
+    }
+
+    /// Filebeat's merge, as a map: the reader's own fields, the decoded
+    /// keys added where the reader has none (all of them with
+    /// `overwrite_keys`), then the keys no payload sets left out.
+    fn merged(f: &FilePairs, m: &Message, overwrite: bool) -> Map<String, Value> {
+        let plain = Message {
+            decoded: None,
+            ..m.clone()
+        };
+        let mut doc: Map<String, Value> = pairs_of(&document_pairs(f, &plain, false))
+            .into_iter()
+            .collect();
+        if m.decoded.is_some() && m.text.is_empty() {
+            doc.remove("message");
+        }
+        for (k, v) in m.decoded.clone().unwrap_or_default() {
+            if overwrite || !doc.contains_key(&k) {
+                doc.insert(k, v);
+            }
+        }
+        doc.retain(|k, _| !reserved_payload_key(k));
+        doc
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "message",
+            "log",
+            "stream",
+            "error",
+            "kubernetes",
+            "tags",
+            "fields",
+            "@timestamp",
+            "data_stream",
+            "@metadata",
+            "agent",
+            "a",
+            "b",
+        ])
+        .prop_map(str::to_string)
+    }
+
+    fn object() -> impl Strategy<Value = Map<String, Value>> {
+        prop::collection::btree_map(key(), any::<i32>().prop_map(Value::from), 0..6)
+            .prop_map(|m| m.into_iter().collect())
+    }
+
+    proptest! {
+        /// Whatever keys a decoded line and the file's constant fields
+        /// share with the reader's own, the document holds each key once,
+        /// with the value Filebeat's merge gives it.
+        #[test]
+        fn decoded_keys_merge_as_filebeat_merges_them_and_none_twice(
+            decoded in prop::option::of(object()),
+            constant in object(),
+            text in prop::sample::select(vec!["", "a line"]),
+            stream in prop::option::of(prop::sample::select(vec![parsers::Stream::Stdout, parsers::Stream::Stderr])),
+            error in prop::option::of(Just("cannot decode".to_string())),
+            truncated in any::<bool>(),
+            overwrite in any::<bool>(),
+        ) {
+            let (constant, constant_keys) = constant_pairs(constant);
+            let f = FilePairs {
+                log_file: log_file("/var/log/a.log", FileId { device: 1, inode: 2 }),
+                constant,
+                constant_keys,
+            };
+            let mut m = Message::line(text.to_string(), 7, 20);
+            m.decoded = decoded;
+            m.stream = stream;
+            m.error = error;
+            if truncated {
+                m.flags.push("truncated");
+            }
+            let pairs = pairs_of(&document_pairs(&f, &m, overwrite));
+            let mut keys: Vec<&String> = pairs.iter().map(|(k, _)| k).collect();
+            keys.sort();
+            let before = keys.len();
+            keys.dedup();
+            prop_assert_eq!(before, keys.len(), "a key written twice: {:?}", pairs);
+            let got: Map<String, Value> = pairs.into_iter().collect();
+            prop_assert_eq!(got, merged(&f, &m, overwrite));
+        }
+    }
+
+    #[test]
+    fn with_overwrite_keys_a_decoded_key_replaces_the_readers_own() {
+        let (constant, constant_keys) =
+            constant_pairs(serde_json::from_str(r#"{"tags":["file"]}"#).unwrap());
+        let f = FilePairs {
+            log_file: log_file(
+                "/var/log/a.log",
+                FileId {
+                    device: 1,
+                    inode: 2,
+                },
+            ),
+            constant,
+            constant_keys,
+        };
+        let mut m = Message::line("text".into(), 0, 5);
+        m.decoded =
+            Some(serde_json::from_str(r#"{"message":"decoded","tags":["line"],"x":1}"#).unwrap());
+        let keep: Map<String, Value> = pairs_of(&document_pairs(&f, &m, false))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            (keep["message"].clone(), keep["tags"].clone()),
+            (json!("text"), json!(["file"]))
+        );
+        let replace: Map<String, Value> = pairs_of(&document_pairs(&f, &m, true))
+            .into_iter()
+            .collect();
+        assert_eq!(
+            (replace["message"].clone(), replace["tags"].clone()),
+            (json!("decoded"), json!(["line"]))
+        );
+        assert_eq!(
+            (keep["x"].clone(), replace["x"].clone()),
+            (json!(1), json!(1))
+        );
+        assert_eq!(replace["log"]["offset"], json!(0));
+    }
 
     #[test]
     fn a_read_takes_what_the_file_holds_up_to_a_chunk() {

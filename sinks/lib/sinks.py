@@ -55,6 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 READY_TIMEOUT_S = 180.0
 OTELCOL_READY_TIMEOUT_S = 60.0
+# Starts of the collector on fresh free ports when one was taken meanwhile.
+OTELCOL_PORT_ATTEMPTS = 5
 STOP_TIMEOUT_S = 20.0
 KILL_TIMEOUT_S = 10.0
 JAVA_MAJOR = 17
@@ -649,11 +651,34 @@ def up_java(name: str, d: Path, port: int | None, plugins: list[str], heap: str)
 
 
 def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
+    """Starts the collector on the given ports, else on free ones. A free
+    port is only free until the collector binds it: another process may
+    take it in between, and the collector then exits with "address already
+    in use"; it is started again on other free ports (ports given are
+    kept, and the failure reported)."""
     binary = build_otelcol()
     inst = d / "otelcol"
     inst.mkdir(parents=True, exist_ok=True)
-    grpc_port = grpc_port or free_port()
-    http_port = http_port or free_port()
+    given = {str(p) for p in (grpc_port, http_port) if p}
+    for attempt in range(1, OTELCOL_PORT_ATTEMPTS + 1):
+        try:
+            return start_otelcol(binary, inst, grpc_port or free_port(), http_port or free_port())
+        except PortTaken as e:
+            if e.port.rsplit(":", 1)[-1] in given or attempt == OTELCOL_PORT_ATTEMPTS:
+                raise Failure(str(e)) from None
+            log(f"otelcol: {e.port} was taken before the collector bound it; starting it on other ports")
+    raise Failure("unreachable")
+
+
+class PortTaken(Exception):
+    """The collector could not bind a port (another process took it)."""
+
+    def __init__(self, message: str, port: str):
+        super().__init__(message)
+        self.port = port
+
+
+def start_otelcol(binary: Path, inst: Path, grpc_port: int, http_port: int) -> dict:
     out = inst / "out.jsonl"
     config = inst / "config.yaml"
     # The file exporter's rotating writer (its default) writes each batch
@@ -682,7 +707,14 @@ def up_otelcol(d: Path, grpc_port: int | None, http_port: int | None) -> dict:
     deadline = started + OTELCOL_READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise Failure(f"the collector exited ({proc.returncode}) while starting; {logf}:\n{tail(logf)}")
+            text = tail(logf)
+            why = f"the collector exited ({proc.returncode}) while starting; {logf}:\n{text}"
+            # This start's lines only: the log keeps earlier starts'.
+            this_start = text.rsplit("---- sinks/up at ", 1)[-1]
+            taken = re.search(r"listen tcp (\S+): bind: address already in use", this_start)
+            if taken:
+                raise PortTaken(why, taken.group(1))
+            raise Failure(why)
         ready = True
         for port in (grpc_port, http_port):
             try:

@@ -111,15 +111,24 @@ async fn wait_spread(api: &Api<Lease>, agents: &[String], within: Duration) -> R
     bail!("shards not spread over {agents:?} within {within:?}: holders {last:?}")
 }
 
-/// The agents' lines about moving shards, for a failure message.
+/// The agents' lines about moving shards and about who each of them saw
+/// holding each shard (an agent hands over only while it sees every
+/// shard held), for a failure message.
 fn moves(c: &Cluster<'_>) -> String {
-    let mut out = String::from("agents' hand-overs:");
+    let mut out = String::from("agents' hand-overs and views of the shards:");
     for a in c.agents.iter().flatten() {
-        for line in a
-            .log()
-            .lines()
-            .filter(|l| l.contains("handing") || l.contains("came back") || l.contains("candidate"))
-        {
+        for line in a.log().lines().filter(|l| {
+            [
+                "handing",
+                "came back",
+                "candidate",
+                "following",
+                "leading election",
+                "stepped down",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        }) {
             out.push_str(&format!("\n  {}: {line}", a.name));
         }
     }

@@ -101,11 +101,16 @@ fn push_payload_except(line: &mut Vec<u8>, payload: &Map<String, Value>, skip: &
         if OWN_KEYS.contains(&k.as_str()) || k == "@metadata" || skip.contains(&k.as_str()) {
             continue;
         }
-        line.push(b',');
-        let _ = serde_json::to_writer(&mut *line, k);
-        line.push(b':');
-        let _ = serde_json::to_writer(&mut *line, v);
+        push_pair(line, k, v);
     }
+}
+
+/// Appends one `,"key":value` pair.
+pub fn push_pair(line: &mut Vec<u8>, key: &str, value: &Value) {
+    line.push(b',');
+    let _ = serde_json::to_writer(&mut *line, key);
+    line.push(b':');
+    let _ = serde_json::to_writer(&mut *line, value);
 }
 
 /// A payload as the `,"key":value` pairs [`EventSink::emit_fields`] takes,

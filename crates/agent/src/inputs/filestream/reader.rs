@@ -20,7 +20,7 @@ use super::pipeline::{Message, Pipeline};
 use super::registry::Cursor;
 use super::settings::StreamSettings;
 use crate::pipeline::ack::Ack;
-use crate::pipeline::publisher::{EventSink, Refused, reserved_payload_key};
+use crate::pipeline::publisher::{EventSink, Refused, push_pair, reserved_payload_key};
 
 /// Bytes read at once, at most.
 const CHUNK: usize = 64 * 1024;
@@ -410,10 +410,7 @@ fn constant_pairs(doc: Map<String, Value>) -> (Vec<u8>, ConstantKeys) {
             continue;
         }
         let start = out.len();
-        out.push(b',');
-        let _ = serde_json::to_writer(&mut out, &k);
-        out.push(b':');
-        let _ = serde_json::to_writer(&mut out, &v);
+        push_pair(&mut out, &k, &v);
         keys.push((k, start..out.len()));
     }
     (out, keys)
@@ -485,10 +482,7 @@ fn document_pairs(f: &FilePairs, m: &Message, overwrite: bool) -> Vec<u8> {
         if reserved_payload_key(k) || (ours && !overwrite) {
             continue;
         }
-        out.push(b',');
-        let _ = serde_json::to_writer(&mut out, k);
-        out.push(b':');
-        let _ = serde_json::to_writer(&mut out, v);
+        push_pair(&mut out, k, v);
     }
     out
 }
@@ -550,6 +544,29 @@ mod tests {
         serde_json::from_slice::<Pairs>(&doc).unwrap().0
     }
 
+    /// A file's own pairs with the `constant` fields.
+    fn file_pairs(constant: Map<String, Value>) -> FilePairs {
+        let (constant, constant_keys) = constant_pairs(constant);
+        FilePairs {
+            log_file: log_file(
+                "/var/log/a.log",
+                FileId {
+                    device: 1,
+                    inode: 2,
+                },
+            ),
+            constant,
+            constant_keys,
+        }
+    }
+
+    /// The document of `m` as a map (a key written twice: its last value).
+    fn document(f: &FilePairs, m: &Message, overwrite: bool) -> Map<String, Value> {
+        pairs_of(&document_pairs(f, m, overwrite))
+            .into_iter()
+            .collect()
+    }
+
     /// Filebeat's merge, as a map: the reader's own fields, the decoded
     /// keys added where the reader has none (all of them with
     /// `overwrite_keys`), then the keys no payload sets left out.
@@ -558,9 +575,7 @@ mod tests {
             decoded: None,
             ..m.clone()
         };
-        let mut doc: Map<String, Value> = pairs_of(&document_pairs(f, &plain, false))
-            .into_iter()
-            .collect();
+        let mut doc = document(f, &plain, false);
         if m.decoded.is_some() && m.text.is_empty() {
             doc.remove("message");
         }
@@ -611,12 +626,7 @@ mod tests {
             truncated in any::<bool>(),
             overwrite in any::<bool>(),
         ) {
-            let (constant, constant_keys) = constant_pairs(constant);
-            let f = FilePairs {
-                log_file: log_file("/var/log/a.log", FileId { device: 1, inode: 2 }),
-                constant,
-                constant_keys,
-            };
+            let f = file_pairs(constant);
             let mut m = Message::line(text.to_string(), 7, 20);
             m.decoded = decoded;
             m.stream = stream;
@@ -637,32 +647,16 @@ mod tests {
 
     #[test]
     fn with_overwrite_keys_a_decoded_key_replaces_the_readers_own() {
-        let (constant, constant_keys) =
-            constant_pairs(serde_json::from_str(r#"{"tags":["file"]}"#).unwrap());
-        let f = FilePairs {
-            log_file: log_file(
-                "/var/log/a.log",
-                FileId {
-                    device: 1,
-                    inode: 2,
-                },
-            ),
-            constant,
-            constant_keys,
-        };
+        let f = file_pairs(serde_json::from_str(r#"{"tags":["file"]}"#).unwrap());
         let mut m = Message::line("text".into(), 0, 5);
         m.decoded =
             Some(serde_json::from_str(r#"{"message":"decoded","tags":["line"],"x":1}"#).unwrap());
-        let keep: Map<String, Value> = pairs_of(&document_pairs(&f, &m, false))
-            .into_iter()
-            .collect();
+        let keep = document(&f, &m, false);
         assert_eq!(
             (keep["message"].clone(), keep["tags"].clone()),
             (json!("text"), json!(["file"]))
         );
-        let replace: Map<String, Value> = pairs_of(&document_pairs(&f, &m, true))
-            .into_iter()
-            .collect();
+        let replace = document(&f, &m, true);
         assert_eq!(
             (replace["message"].clone(), replace["tags"].clone()),
             (json!("decoded"), json!(["line"]))

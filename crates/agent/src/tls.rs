@@ -256,21 +256,10 @@ pub type HttpClient = hyper_util::client::legacy::Client<
 /// A client for `http://` URLs only: it trusts no root, so an `https://`
 /// URL fails its handshake.
 pub fn plain_http_client() -> HttpClient {
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map(|b| {
-        b.with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth()
-    });
-    let config = match config {
-        Ok(c) => c,
-        // ring supports the default versions; unreachable in practice.
-        Err(_) => rustls::ClientConfig::builder()
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth(),
-    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(https_connector(config, false))
 }

@@ -11,6 +11,11 @@
 //! - each rendering gets the id `<rendered id>-<provider>-<mapping id>`
 //!   and carries the mapping's `fields`, which the runtime adds to every
 //!   event of that input, and its `processors`, after the input's own;
+//! - a rendering that reads only what every mapping shares (the node, the
+//!   scope) or reads the provider only in conditions describes no Pod: its
+//!   id is `<rendered id>-<provider>-<hash of its config>`, stable while
+//!   Pods come and go, and it carries only the node's fields and none of a
+//!   Pod's processors;
 //! - an input no mapping renders is reported as dropped, with why;
 //! - inputs a mapping brings itself ([`Mapping::inputs`]) follow the
 //!   policy's, with ids `<their id>-<provider>-<mapping id>`.
@@ -57,6 +62,32 @@ pub struct Dynamic<'a> {
 /// Puts `mappings` in rendering order: priority, then id.
 pub fn sort(mappings: &mut [Mapping]) {
     mappings.sort_by(|a, b| (a.priority, &a.id).cmp(&(b.priority, &b.id)));
+}
+
+/// The parts of a mapping's variables (below the provider's name) that
+/// every mapping of one agent shares: the node it runs on and the scope.
+/// An input reading only these renders the same for every Pod.
+const SHARED_PARTS: [&str; 2] = ["node", "scope"];
+
+/// Whether the variable `rest` (its name below the provider's, e.g.
+/// `node.name`) is one every mapping shares (see [`SHARED_PARTS`]).
+pub fn shared_by_every_mapping(rest: &str) -> bool {
+    SHARED_PARTS.iter().any(|p| {
+        rest.strip_prefix(p)
+            .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+    })
+}
+
+/// The fields of a mapping that describe what every mapping shares (its
+/// `kubernetes.node`), for an input that read only those: `None` when the
+/// mapping has none.
+pub fn shared_fields(fields: &Value) -> Option<Value> {
+    let node = fields.lookup_path("kubernetes.node")?;
+    let mut inner = crate::value::Map::new();
+    inner.insert("node", node.clone());
+    let mut top = crate::value::Map::new();
+    top.insert("kubernetes", Value::Map(inner));
+    Some(Value::Map(top))
 }
 
 /// Whether `input` reads a variable of `provider` anywhere: a `${…}` in a
@@ -317,15 +348,63 @@ inputs:
             .iter()
             .map(|i| (i.id.as_str(), i.fields.is_some()))
             .collect();
-        // The web pods render the same proxy-only input: once, and without
-        // a pod's fields; the redis pod's reads its ip: with its fields.
-        assert_eq!(
-            got,
-            [
-                ("node-metrics-kubernetes-u1", false),
-                ("node-metrics-kubernetes-u2", true)
-            ]
+        // The web pods render the same proxy-only input: once, without a
+        // pod's fields, and with an id that no pod names; the redis pod's
+        // reads its ip: with its fields.
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].0.starts_with("node-metrics-kubernetes-") && !got[0].0.contains("-u"),
+            "{got:?}"
         );
+        assert!(!got[0].1);
+        assert_eq!(got[1], ("node-metrics-kubernetes-u2", true));
+    }
+
+    #[test]
+    fn an_input_reading_only_the_node_describes_no_pod_and_keeps_its_id() {
+        let p = policy(
+            "inputs:\n  - id: kubelet\n    type: kubernetes/metrics\n    processors: [{add_tags: {tags: [own]}}]\n    streams:\n      - metricsets: [node]\n        hosts: ['https://${kubernetes.node.name}:10250']\n",
+        );
+        let on_node = |mut m: Mapping| {
+            let Value::Map(vars) = &mut m.vars else {
+                unreachable!()
+            };
+            vars.insert(
+                "node",
+                Value::from_json(&serde_json::json!({"name": "node-1"})),
+            );
+            m.fields = Value::from_json(&serde_json::json!({
+                "kubernetes": {"pod": {"name": m.id.clone()}, "node": {"name": "node-1"}},
+            }));
+            m.processors = vec![Value::from_json(
+                &serde_json::json!({"add_fields": {"target": "", "fields": {"data_stream": {"namespace": "theirs"}}}}),
+            )];
+            m
+        };
+        let render = |uids: &[&str]| {
+            let mut mappings: Vec<Mapping> =
+                uids.iter().map(|u| on_node(pod(u, u, "web"))).collect();
+            render_mapped(&p, &mut mappings)
+        };
+        let both = render(&["u1", "u2"]);
+        assert_eq!(both.inputs.len(), 1, "{:?}", both.inputs);
+        let input = &both.inputs[0];
+        // The same id whichever Pods exist: the first one going away does
+        // not restart it.
+        assert_eq!(render(&["u2"]).inputs[0].id, input.id);
+        assert_eq!(render(&["u3", "u2"]).inputs[0].id, input.id);
+        assert!(!input.id.contains("u1"), "{}", input.id);
+        // Only the node's fields, none of a Pod's processors.
+        assert_eq!(
+            input.fields,
+            Some(Value::from_json(
+                &serde_json::json!({"kubernetes": {"node": {"name": "node-1"}}})
+            ))
+        );
+        let Some(Value::List(processors)) = input.config.lookup_path("processors") else {
+            panic!("{:?}", input.config)
+        };
+        assert_eq!(processors.len(), 1, "only the policy's own: {processors:?}");
     }
 
     #[test]

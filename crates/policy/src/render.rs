@@ -113,6 +113,9 @@ struct Ctx<'a> {
     provider: Option<String>,
     /// A string of the current input read that provider's variables.
     used_provider: bool,
+    /// One of those variables describes the mapping's own object (a Pod,
+    /// a container), not what every mapping shares (its node, the scope).
+    used_own: bool,
 }
 
 /// Where a column inside a one-line scalar lands in the file.
@@ -190,12 +193,17 @@ impl Ctx<'_> {
                     })?;
                     match t.apply(self.vars) {
                         Resolved::Value(v) => {
-                            if let Some(p) = &self.provider
-                                && t.refs().flat_map(|r| r.alts.iter()).any(|a| {
-                                    matches!(a, subst::Alt::Var(n) if n.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('.')))
-                                })
-                            {
-                                self.used_provider = true;
+                            if let Some(p) = &self.provider {
+                                for alt in t.refs().flat_map(|r| r.alts.iter()) {
+                                    if let subst::Alt::Var(n) = alt
+                                        && let Some(rest) = n
+                                            .strip_prefix(p.as_str())
+                                            .and_then(|r| r.strip_prefix('.'))
+                                    {
+                                        self.used_provider = true;
+                                        self.used_own |= !dynamic::shared_by_every_mapping(rest);
+                                    }
+                                }
                             }
                             v
                         }
@@ -284,6 +292,7 @@ pub fn render_sharded(
         condition_vars: Vec::new(),
         provider: None,
         used_provider: false,
+        used_own: false,
     };
     // One variable store per mapping, built the first time an input needs it.
     let mut per_mapping: Option<Vec<Vars>> = None;
@@ -346,9 +355,11 @@ pub fn render_sharded(
                 condition_vars: Vec::new(),
                 provider: Some(d.provider.to_string()),
                 used_provider: false,
+                used_own: false,
             };
             let one = render_one(&mut mctx, policy, input);
             let used_provider = mctx.used_provider;
+            let describes_mapping = mctx.used_own;
             ctx.conditions = mctx.conditions;
             match one? {
                 One::Input(config, condition_vars) => {
@@ -359,13 +370,23 @@ pub fn render_sharded(
                         continue;
                     }
                     contents.push(hash);
-                    let id = format!("{}-{}-{}", config_id(&config), d.provider, m.id);
+                    // A rendering that reads nothing of its mapping's own
+                    // object (only the node, or only conditions) is the
+                    // same for every Pod: its id names its content, not
+                    // the first Pod that rendered it, so it does not
+                    // restart when that Pod goes, and it carries none of
+                    // that Pod's fields or processors.
+                    let id = if describes_mapping {
+                        format!("{}-{}-{}", config_id(&config), d.provider, m.id)
+                    } else {
+                        format!("{}-{}-{:08x}", config_id(&config), d.provider, hash as u32)
+                    };
                     let mut config = config;
                     config.insert("id", Value::Str(id));
                     // The mapping's processors run after the input's own
                     // (a malformed `processors` is left for its reader to
                     // report).
-                    if used_provider && !m.processors.is_empty() {
+                    if describes_mapping && !m.processors.is_empty() {
                         let own = match config.get("processors") {
                             Some(Value::List(own)) => Some(own.clone()),
                             Some(Value::Null) | None => Some(Vec::new()),
@@ -384,8 +405,15 @@ pub fn render_sharded(
                         condition_vars,
                         // Only an input whose settings took the mapping's
                         // values describes its pod or container (as in
-                        // Elastic Agent: conditions alone add nothing).
-                        used_provider.then(|| m.fields.clone()),
+                        // Elastic Agent: conditions alone add nothing); one
+                        // that read only the node gets the node's fields.
+                        if describes_mapping {
+                            Some(m.fields.clone())
+                        } else if used_provider {
+                            dynamic::shared_fields(&m.fields)
+                        } else {
+                            None
+                        },
                     );
                 }
                 One::Dropped(reason) => last_reason = Some(reason),
@@ -453,6 +481,7 @@ fn render_shards(
             condition_vars: Vec::new(),
             provider: None,
             used_provider: false,
+            used_own: false,
         };
         let one = render_one(&mut sctx, policy, input);
         ctx.conditions = sctx.conditions;
@@ -529,6 +558,7 @@ fn config_id(config: &Map) -> String {
 fn render_one(ctx: &mut Ctx<'_>, policy: &Policy, input: &Node) -> Result<One, PolicyError> {
     ctx.condition_vars.clear();
     ctx.used_provider = false;
+    ctx.used_own = false;
     let had_streams =
         matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
     let rendered = match ctx.node(input) {

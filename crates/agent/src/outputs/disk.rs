@@ -43,13 +43,22 @@
 //!
 //! # Damaged data
 //!
-//! A record whose checksum does not match, or a segment that cannot be
-//! read, is never sent: the segment is renamed `<name>.bad` (kept for
-//! inspection; delete it when done), an ERROR names the file, the byte
-//! offset and how many records were lost, the count is added to
-//! `leasehold_output_disk_queue_records_lost_total{output}`, and the queue
-//! goes on with the next segment, at start as while running. The contents
-//! of the directory never stop the agent from starting.
+//! Damaged data is never sent, and costs no more than the damage:
+//! - a record whose header is sound (its length passes its own check) but
+//!   whose payload does not match its checksum is skipped alone: an ERROR
+//!   names the file and the record's byte offset, it is added to
+//!   `leasehold_output_disk_queue_records_lost_total{output}`, and the
+//!   reader goes on with the next record, whose start the length gives;
+//! - damage to the framing itself (a length that fails its check or is
+//!   impossible, a segment that ends inside a record or cannot be read)
+//!   leaves no way to find the next record: the segment is renamed
+//!   `<name>.bad` (kept for inspection; delete it when done), an ERROR
+//!   names the file, the byte offset and how many records were lost (past
+//!   a damaged length, at least one), the count is added to the same
+//!   counter, and the queue goes on with the next segment.
+//!
+//! Both apply at start as while running. The contents of the directory
+//! never stop the agent from starting.
 //!
 //! The queue holds at most `max_size` bytes (headers included); a send
 //! waits for room.
@@ -470,6 +479,20 @@ fn stopped() -> io::Error {
     io::Error::other("the disk queue's I/O thread stopped")
 }
 
+/// A record past the read position: handed out (not acknowledged yet),
+/// or skipped as damaged. A skipped one waits in line with the others so
+/// the ledger moves past it with the next acknowledgement, never before
+/// the records handed out ahead of it.
+#[derive(Debug, Clone, Copy)]
+struct Handed {
+    /// Where the record ends.
+    end: Pos,
+    /// Its bytes, freed when acknowledged (0 once skipped: freed then).
+    len: u64,
+    /// Skipped as damaged: never sent, so never acknowledged.
+    skipped: bool,
+}
+
 /// The I/O thread's state: it alone touches the files.
 struct Io {
     dir: PathBuf,
@@ -491,8 +514,9 @@ struct Io {
     sync_warned: bool,
     read: Pos,
     reader: Option<(u64, File)>,
-    /// End positions and sizes of the records handed out, not acknowledged.
-    handed: VecDeque<(Pos, u64)>,
+    /// The records handed out and not acknowledged, in order, with the
+    /// damaged ones skipped between them (see [`Handed`]).
+    handed: VecDeque<Handed>,
     /// Where records appended by this run that carry something start, in
     /// order, with what they carry; taken when the record is read.
     carried: VecDeque<(Pos, Carried)>,
@@ -806,12 +830,19 @@ impl Io {
     /// the way are set aside.
     fn read_batch(&mut self, max: usize) -> io::Result<Vec<Stored>> {
         let mut out = Vec::new();
-        // Each step hands out a record, or moves to another segment.
-        let bound = 2 * max + 2 * self.segments.len() + 8;
-        for _ in 0..bound {
-            if out.len() >= max {
+        // Each step hands out a record, skips damaged ones, or moves to
+        // another segment: the read position or `out` changes, so the
+        // steps end with the data. A step that changed neither would
+        // repeat: give back what was read (the guard is never expected
+        // to trip). Returning nothing while records are left would make
+        // the reader wait for an append.
+        let mut last = None;
+        while out.len() < max {
+            let now = (self.read, out.len());
+            if last == Some(now) {
                 break;
             }
+            last = Some(now);
             let seg = self.read.segment;
             let Some(&format) = self.segments.get(&seg) else {
                 match self.segments.range(seg..).next() {
@@ -886,7 +917,11 @@ impl Io {
             None
         };
         self.read.offset += len;
-        self.handed.push_back((self.read, len));
+        self.handed.push_back(Handed {
+            end: self.read,
+            len,
+            skipped: false,
+        });
         out.push(Stored {
             line: payload,
             carried,
@@ -901,6 +936,10 @@ impl Io {
                 Frame::Whole { payload, next } => {
                     let record = buf[payload].to_vec();
                     self.hand((next - p) as u64, record, out);
+                    p = next;
+                }
+                Frame::Damaged { next } => {
+                    self.skip(seg, (next - p) as u64);
                     p = next;
                 }
                 Frame::Incomplete { needed } => {
@@ -923,6 +962,7 @@ impl Io {
                                 let record = whole[payload].to_vec();
                                 self.hand(next as u64, record, out);
                             }
+                            Frame::Damaged { next } => self.skip(seg, next as u64),
                             _ => self.set_aside(seg, at, "holds a damaged record"),
                         },
                         Err(e) => self.set_aside(seg, at, &format!("cannot be read: {e}")),
@@ -963,6 +1003,49 @@ impl Io {
                 Err(e) => self.set_aside(seg, at, &format!("cannot be read: {e}")),
             }
             return;
+        }
+    }
+
+    /// Skips the record of `len` bytes at the read position of segment
+    /// `seg`, whose payload does not match its checksum: it is never sent
+    /// (counted lost, an ERROR names the file and offset), and the reader
+    /// goes on with the next record, the framing being sound. What the
+    /// record carried is dropped unsettled, as for a set-aside segment.
+    fn skip(&mut self, seg: u64, len: u64) {
+        let start = self.read;
+        let format = self.segments.get(&seg).copied().unwrap_or(Format::Records);
+        tracing::error!(
+            path = %segment_path(&self.dir, seg, format).display(),
+            offset = start.offset,
+            bytes = len,
+            reason = "a record's checksum does not match",
+            "disk queue record is damaged: it is not sent (counted in leasehold_output_disk_queue_records_lost_total); going on with the next record",
+        );
+        if let Some(n) = self.unread.get_mut(&seg) {
+            *n = n.saturating_sub(1);
+        }
+        while self.carried.front().is_some_and(|(at, _)| *at <= start) {
+            self.carried.pop_front();
+        }
+        self.read.offset += len;
+        self.shared.lost.inc();
+        {
+            let mut c = self.shared.counts();
+            c.lines = c.lines.saturating_sub(1);
+            c.bytes = c.bytes.saturating_sub(len);
+        }
+        self.shared.room.notify_waiters();
+        self.handed.push_back(Handed {
+            end: self.read,
+            len: 0,
+            skipped: true,
+        });
+        // Nothing handed out ahead of it: the ledger moves past it now,
+        // so a restart does not find it (and count it) again.
+        if self.handed.iter().all(|h| h.skipped)
+            && let Err(e) = self.ack(0)
+        {
+            tracing::warn!(error = %e, "cannot record the skipped record in the disk queue's ledger; it is skipped again after a restart");
         }
     }
 
@@ -1031,14 +1114,17 @@ impl Io {
     fn ack(&mut self, n: usize) -> io::Result<()> {
         let mut last = None;
         let mut freed = 0;
-        let mut records = 0;
-        for _ in 0..n {
-            let Some((pos, len)) = self.handed.pop_front() else {
+        let mut records = 0u64;
+        // The skipped records in line come off with those around them.
+        while records < n as u64 || self.handed.front().is_some_and(|h| h.skipped) {
+            let Some(h) = self.handed.pop_front() else {
                 break;
             };
-            freed += len;
-            records += 1;
-            last = Some(pos);
+            if !h.skipped {
+                freed += h.len;
+                records += 1;
+            }
+            last = Some(h.end);
         }
         let Some(pos) = last else { return Ok(()) };
         {
@@ -1114,7 +1200,8 @@ fn scan(data: &[u8], format: Format, from: u64) -> Scanned {
             // Each step moves past a record; bounded by the data length.
             while p < data.len() {
                 match frame_at(data, p) {
-                    Frame::Whole { next, .. } => {
+                    // A damaged record counts until the reader skips it.
+                    Frame::Whole { next, .. } | Frame::Damaged { next } => {
                         if p >= from {
                             out.records += 1;
                             out.bytes += (next - p) as u64;
@@ -1150,7 +1237,12 @@ enum Frame {
     /// header's when the header itself is cut). Nothing at all left: 0
     /// more bytes from `p`, i.e. `p == data.len()`.
     Incomplete { needed: u64 },
-    /// Damage: the reason.
+    /// A record whose header is sound (its length passed its own check)
+    /// but whose payload does not match its checksum: the damage is
+    /// inside this record alone, and the next one starts at `next`.
+    Damaged { next: usize },
+    /// Damage to the framing itself (a length that cannot be trusted):
+    /// where the next record starts is unknown. The reason.
     Corrupt(&'static str),
 }
 
@@ -1185,7 +1277,7 @@ fn frame_at(data: &[u8], p: usize) -> Frame {
     }
     let end = total as usize;
     if crc32fast::hash(&rest[HEADER_BYTES as usize..end]) != crc {
-        return Frame::Corrupt("a record's checksum does not match");
+        return Frame::Damaged { next: p + end };
     }
     Frame::Whole {
         payload: p + HEADER_BYTES as usize..p + end,
@@ -1509,11 +1601,12 @@ mod tests {
             };
             q.append_carrying(&rec, Some(carried)).await.unwrap();
         }
-        // Damage segment 1 where its second record's payload starts.
+        // Damage the length of segment 1's second record: the rest of the
+        // segment cannot be framed.
         let first = seg(dir.path(), 1);
         let f = OpenOptions::new().write(true).open(&first).unwrap();
         let second = HEADER_BYTES + big.len() as u64 + 2;
-        f.write_all_at(b"!!!!", second + HEADER_BYTES + 8).unwrap();
+        f.write_all_at(b"!!!!", second).unwrap();
         let got = q.next_records(100).await.unwrap().unwrap();
         let seqs: Vec<u64> = got
             .into_iter()
@@ -1535,6 +1628,80 @@ mod tests {
         );
         assert!(!seqs.contains(&1), "the damaged record is not sent");
         assert_eq!(*acks.0.lock().unwrap(), seqs, "each came back with its own");
+    }
+
+    /// A record whose payload fails its checksum, its header sound, is
+    /// skipped alone: the records after it in its segment are sent, it is
+    /// counted once, and the ledger moves past it so a restart neither
+    /// sends nor counts it again.
+    #[tokio::test]
+    async fn a_record_with_a_damaged_payload_is_skipped_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        let lines = fill(&q, 0..1000, 100).await;
+        q.close_and_join();
+        let per = (SEGMENT_BYTES).div_ceil(100 + HEADER_BYTES) as usize;
+        assert!(per > 501, "record 500 is in segment 1");
+        // One flipped byte inside the payload of record 500.
+        let path = seg(dir.path(), 1);
+        let mut data = fs::read(&path).unwrap();
+        data[500 * (100 + HEADER_BYTES as usize) + HEADER_BYTES as usize + 40] ^= 0x01;
+        fs::write(&path, &data).unwrap();
+
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(q.depth(), 1000, "counted until the reader meets it");
+        let got = drain(&q, 999).await;
+        let mut want = lines;
+        want.remove(500);
+        assert_eq!(got, want, "every other record, in order");
+        assert_eq!(q.records_lost(), 1);
+        assert_eq!(q.depth(), 999, "handed out, not acknowledged");
+        assert!(path.exists(), "the segment is not set aside");
+        q.ack(999).await.unwrap();
+        assert_eq!(q.depth(), 0);
+        q.close_and_join();
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(q.depth(), 0);
+        assert_eq!(q.records_lost(), 0, "not met again");
+    }
+
+    /// A damaged record met while running with nothing handed out ahead of
+    /// it moves the ledger on by itself; what it carried is dropped
+    /// unsettled.
+    #[tokio::test]
+    async fn a_damaged_record_with_nothing_ahead_moves_the_ledger_past_it() {
+        use crate::pipeline::ack::{Ack, tests::Recorder};
+        let dir = tempfile::tempdir().unwrap();
+        let acks = Arc::new(Recorder::default());
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        fill(&q, 0..3, 100).await;
+        assert_eq!(q.next_lines(10).await.unwrap().unwrap().len(), 3);
+        q.ack(3).await.unwrap();
+        let carried = Carried {
+            ack: Ack::new(acks.clone(), 3),
+            fence: None,
+            meta: None,
+        };
+        q.append_carrying(&line(3), Some(carried)).await.unwrap();
+        let path = seg(dir.path(), 1);
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(b"!", 3 * (100 + HEADER_BYTES) + HEADER_BYTES + 2)
+            .unwrap();
+        // One read that does not wait for data: the record is skipped.
+        let got = q
+            .request(|reply| Cmd::Read { max: 10, reply })
+            .await
+            .unwrap();
+        assert!(got.is_empty());
+        assert_eq!(q.records_lost(), 1);
+        assert_eq!(q.depth(), 0);
+        q.append(&line(4)).await.unwrap();
+        assert_eq!(q.next_lines(10).await.unwrap().unwrap(), [line(4)]);
+        q.close_and_join();
+        assert!(acks.0.lock().unwrap().is_empty(), "never settled");
+        let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        assert_eq!(q.records_lost(), 0, "the ledger is past it");
+        assert_eq!(q.next_lines(10).await.unwrap().unwrap(), [line(4)]);
     }
 
     #[tokio::test]
@@ -1640,26 +1807,30 @@ mod tests {
         out
     }
 
+    /// Damage to the framing (a record's length) leaves no way to find the
+    /// next record: the rest of the segment is set aside.
     #[tokio::test]
-    async fn a_damaged_record_sets_its_segment_aside_and_the_next_segment_flows() {
+    async fn a_damaged_length_sets_its_segment_aside_and_the_next_segment_flows() {
         let dir = tempfile::tempdir().unwrap();
         let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         // 1000-byte lines: 64 records fill segment 1, then segment 2.
         let lines = fill(&q, 0..100, 1000).await;
         q.close_and_join();
         let per = (SEGMENT_BYTES).div_ceil(1000 + HEADER_BYTES) as usize;
-        // Damage the payload of record 10 of segment 1.
+        // Damage the length field of record 10 of segment 1.
         let path = seg(dir.path(), 1);
         let mut data = fs::read(&path).unwrap();
         let at = 10 * (1000 + HEADER_BYTES as usize);
-        data[at + 20] ^= 0xff;
+        data[at + 1] ^= 0xff;
         fs::write(&path, &data).unwrap();
 
         let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         let got = drain(&q, 100 - (per - 10)).await;
         assert_eq!(got[..10], lines[..10], "the records before the damage");
         assert_eq!(got[10..], lines[per..], "the next segment");
-        assert_eq!(q.records_lost(), (per - 10) as u64);
+        // Past a damaged length the records cannot be counted: at least
+        // the damaged one is.
+        assert_eq!(q.records_lost(), 1);
         assert!(!path.exists());
         assert!(
             path.with_file_name("segment-0000000000000001.rec.bad")

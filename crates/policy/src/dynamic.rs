@@ -10,7 +10,9 @@
 //!   repeated (a pod's mapping and its containers' often agree);
 //! - each rendering gets the id `<rendered id>-<provider>-<mapping id>`
 //!   and carries the mapping's `fields`, which the runtime adds to every
-//!   event of that input, and its `processors`, after the input's own;
+//!   event of that input, and its `processors` under the input's
+//!   `provider_processors` (they run after the input's own and cannot
+//!   change where events go: a Pod's hints wrote them);
 //! - a rendering that reads only what every mapping shares (the node, the
 //!   scope) or reads the provider only in conditions describes no Pod: its
 //!   id is `<rendered id>-<provider>-<hash of its config>`, stable while
@@ -280,8 +282,8 @@ inputs:
         pod_mapping.processors = c.processors.clone();
         let mut mappings = vec![c, pod_mapping];
         let r = render_mapped(&p, &mut mappings);
-        let tags = |i: usize| -> Vec<String> {
-            match r.inputs[i].config.lookup_path("processors") {
+        let tags = |i: usize, key: &str| -> Vec<String> {
+            match r.inputs[i].config.lookup_path(key) {
                 Some(Value::List(l)) => l
                     .iter()
                     .filter_map(|p| p.lookup_path("add_tags.tags.0"))
@@ -291,9 +293,12 @@ inputs:
             }
         };
         assert_eq!(r.inputs[0].id, "log-c1-kubernetes-u1.nginx");
-        assert_eq!(tags(0), ["own", "hinted"]);
+        // The policy's own stay apart from the ones a Pod's hints added.
+        assert_eq!(tags(0, "processors"), ["own"]);
+        assert_eq!(tags(0, "provider_processors"), ["hinted"]);
         assert_eq!(r.inputs[1].id, "static-web-1-kubernetes-u1");
-        assert_eq!(tags(1), ["hinted"], "an input without its own gets a list");
+        assert_eq!(tags(1, "processors"), Vec::<String>::new());
+        assert_eq!(tags(1, "provider_processors"), ["hinted"]);
     }
 
     #[test]
@@ -404,7 +409,12 @@ inputs:
         let Some(Value::List(processors)) = input.config.lookup_path("processors") else {
             panic!("{:?}", input.config)
         };
-        assert_eq!(processors.len(), 1, "only the policy's own: {processors:?}");
+        assert_eq!(processors.len(), 1, "the policy's own: {processors:?}");
+        assert!(
+            input.config.lookup_path("provider_processors").is_none(),
+            "{:?}",
+            input.config
+        );
     }
 
     #[test]

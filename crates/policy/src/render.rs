@@ -24,6 +24,11 @@ use crate::subst::{self, Resolved};
 use crate::value::{Map, Value};
 use crate::vars::Vars;
 
+/// The key of a rendered input holding the processors its dynamic
+/// provider's mapping added (Elastic's hints `processors.*`): they run after
+/// the input's `processors` and may not change the event's routing.
+pub const PROVIDER_PROCESSORS: &str = "provider_processors";
+
 /// An input that should run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RenderedInput {
@@ -383,19 +388,11 @@ pub fn render_sharded(
                     };
                     let mut config = config;
                     config.insert("id", Value::Str(id));
-                    // The mapping's processors run after the input's own
-                    // (a malformed `processors` is left for its reader to
-                    // report).
+                    // The mapping's processors (a Pod's hints: untrusted)
+                    // run after the input's own, apart from them, so the
+                    // pipeline can keep them from re-routing events.
                     if describes_mapping && !m.processors.is_empty() {
-                        let own = match config.get("processors") {
-                            Some(Value::List(own)) => Some(own.clone()),
-                            Some(Value::Null) | None => Some(Vec::new()),
-                            Some(_) => None,
-                        };
-                        if let Some(mut all) = own {
-                            all.extend(m.processors.iter().cloned());
-                            config.insert("processors", Value::List(all));
-                        }
+                        config.insert(PROVIDER_PROCESSORS, Value::List(m.processors.clone()));
                     }
                     push_input(
                         &mut out,

@@ -105,8 +105,10 @@ fn check_keys(map: &Map, known: &[&str], type_name: &str, lenient: bool, out: &m
 
 /// Keys every input (and stream) may have. `meta` is Elastic's record of
 /// the integration package an input came from: kept, never acted on;
-/// `processors` run in the pipeline (see `pipeline::processing`).
-pub const COMMON_KEYS: [&str; 11] = [
+/// `processors` run in the pipeline (see `pipeline::processing`), and so
+/// do `provider_processors`, those a dynamic provider's mapping (a Pod's
+/// hints) added, which cannot change where an event goes.
+pub const COMMON_KEYS: [&str; 12] = [
     "id",
     "type",
     "use_output",
@@ -118,6 +120,7 @@ pub const COMMON_KEYS: [&str; 11] = [
     "condition",
     "enabled",
     "processors",
+    "provider_processors",
 ];
 
 /// `data_stream.{type,dataset,namespace}`: where the input's events go.

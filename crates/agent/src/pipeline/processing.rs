@@ -2,7 +2,9 @@
 //! the `leasehold-processors` crate), applied to each event before it is
 //! queued. A stream's processors are found by the data stream its events
 //! go to (Elastic's policies give every stream its own
-//! `data_stream.dataset`): they run first, then the input's.
+//! `data_stream.dataset`): they run first, then the input's, then those a
+//! dynamic provider's mapping added (`provider_processors`: a Pod's hints),
+//! which may do anything to the event but change where it goes.
 
 use std::sync::Arc;
 
@@ -14,7 +16,16 @@ use leasehold_processors::{Processors, Verdict};
 pub struct InputProcessors {
     input: Option<Arc<Processors>>,
     by_dataset: Vec<(String, Arc<Processors>)>,
+    /// The mapping's (untrusted): run last, confined (see [`ROUTING_KEYS`]).
+    provided: Option<Arc<Processors>>,
 }
+
+/// The top-level keys that decide where an event goes: its data stream
+/// (the index the outputs derive), `@metadata` (the document id) and
+/// `_index`. Processors a Pod wrote cannot change them: what a Pod's
+/// author controls chooses what is read of that Pod, never where data
+/// goes.
+pub const ROUTING_KEYS: [&str; 3] = ["data_stream", "@metadata", "_index"];
 
 /// What reading an input's `processors` found.
 #[derive(Debug, Default)]
@@ -69,6 +80,9 @@ pub fn read(config: &Value, default_dataset: &str) -> Read {
     let input = m
         .get("processors")
         .and_then(|v| parse("processors", v, &mut out));
+    let provided = m
+        .get(leasehold_policy::render::PROVIDER_PROCESSORS)
+        .and_then(|v| parse(leasehold_policy::render::PROVIDER_PROCESSORS, v, &mut out));
     let mut by_dataset: Vec<(String, Arc<Processors>)> = Vec::new();
     if let Some(Value::List(streams)) = m.get("streams") {
         for (i, s) in streams.iter().enumerate() {
@@ -100,8 +114,12 @@ pub fn read(config: &Value, default_dataset: &str) -> Read {
             by_dataset.push((dataset, p));
         }
     }
-    if input.is_some() || !by_dataset.is_empty() {
-        out.processors = Some(Arc::new(InputProcessors { input, by_dataset }));
+    if input.is_some() || !by_dataset.is_empty() || provided.is_some() {
+        out.processors = Some(Arc::new(InputProcessors {
+            input,
+            by_dataset,
+            provided,
+        }));
     }
     out
 }
@@ -109,7 +127,8 @@ pub fn read(config: &Value, default_dataset: &str) -> Read {
 /// The processors that run on the events of one data stream of an input.
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
-    parts: Vec<Arc<Processors>>,
+    /// Each part, and whether it is confined (may not change routing).
+    parts: Vec<(Arc<Processors>, bool)>,
 }
 
 impl Chain {
@@ -118,10 +137,13 @@ impl Chain {
     pub fn for_dataset(p: &InputProcessors, dataset: &str) -> Chain {
         let mut parts = Vec::new();
         if let Some((_, s)) = p.by_dataset.iter().find(|(d, _)| d == dataset) {
-            parts.push(Arc::clone(s));
+            parts.push((Arc::clone(s), false));
         }
         if let Some(i) = &p.input {
-            parts.push(Arc::clone(i));
+            parts.push((Arc::clone(i), false));
+        }
+        if let Some(h) = &p.provided {
+            parts.push((Arc::clone(h), true));
         }
         Chain { parts }
     }
@@ -138,9 +160,25 @@ impl Chain {
         let Ok(serde_json::Value::Object(mut event)) = serde_json::from_slice(line) else {
             return Some(line.to_vec());
         };
-        for p in &self.parts {
+        for (p, confined) in &self.parts {
+            let routing: Option<Vec<(&str, Option<serde_json::Value>)>> = confined.then(|| {
+                ROUTING_KEYS
+                    .iter()
+                    .map(|k| (*k, event.get(*k).cloned()))
+                    .collect()
+            });
             if p.apply(&mut event) == Verdict::Drop {
                 return None;
+            }
+            for (k, before) in routing.into_iter().flatten() {
+                match before {
+                    Some(v) => {
+                        event.insert(k.to_string(), v);
+                    }
+                    None => {
+                        event.remove(k);
+                    }
+                }
             }
         }
         let mut out = serde_json::to_vec(&event).ok()?;
@@ -187,6 +225,42 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_slice(&cpu.apply(b"{\"system\":{}}\n").unwrap()).unwrap();
         assert_eq!(v["tags"], serde_json::json!(["node"]));
+    }
+
+    #[test]
+    fn a_pods_processors_cannot_reroute_but_the_policys_may() {
+        let reroute = serde_json::json!([
+            {"add_fields": {"target": "data_stream", "fields": {"namespace": "other-team", "dataset": "system.auth"}}},
+            {"add_fields": {"target": "@metadata", "fields": {"_id": "forged"}}},
+            {"add_fields": {"target": "", "fields": {"_index": "secrets", "tagged": true}}},
+        ]);
+        let line = b"{\"message\":\"m\",\"data_stream\":{\"type\":\"logs\",\"dataset\":\"app\",\"namespace\":\"shop\"},\"@metadata\":{\"_id\":\"a\"}}\n";
+        // Added by a Pod's hints: everything but the routing applies.
+        let hinted = read(
+            &config(
+                serde_json::json!({"id": "a", "type": "filestream", "provider_processors": reroute}),
+            ),
+            "app",
+        );
+        assert!(hinted.errors.is_empty(), "{hinted:?}");
+        let chain = Chain::for_dataset(&hinted.processors.unwrap(), "app");
+        let v: serde_json::Value = serde_json::from_slice(&chain.apply(line).unwrap()).unwrap();
+        assert_eq!(
+            v["data_stream"],
+            serde_json::json!({"type": "logs", "dataset": "app", "namespace": "shop"})
+        );
+        assert_eq!(v["@metadata"], serde_json::json!({"_id": "a"}));
+        assert!(v.get("_index").is_none(), "{v}");
+        assert_eq!(v["tagged"], true);
+        // Written in the policy: routing is the operator's to change.
+        let own = read(
+            &config(serde_json::json!({"id": "a", "type": "filestream", "processors": reroute})),
+            "app",
+        );
+        let chain = Chain::for_dataset(&own.processors.unwrap(), "app");
+        let v: serde_json::Value = serde_json::from_slice(&chain.apply(line).unwrap()).unwrap();
+        assert_eq!(v["data_stream"]["namespace"], "other-team");
+        assert_eq!(v["@metadata"]["_id"], "forged");
     }
 
     #[test]

@@ -141,19 +141,62 @@ impl AddedField {
     }
 }
 
-/// Completes `mine` with the keys of `added` it lacks, at every depth;
-/// values `mine` has stay.
-fn fill_missing(mine: &mut Value, added: &Value) {
-    if let (Value::Object(m), Value::Object(a)) = (mine, added) {
-        for (k, v) in a {
-            match m.get_mut(k) {
-                Some(existing) => fill_missing(existing, v),
-                None => {
-                    m.insert(k.clone(), v.clone());
+/// Merges `added` (a provider's fields) into `mine` (a payload's value of
+/// the same top-level key): maps merge at every depth and the provider's
+/// value wins wherever both have one, so a payload (a log line a Pod
+/// wrote) can add keys under `kubernetes` but never claim another Pod,
+/// namespace or container.
+fn overlay(mine: &mut Value, added: &Value) {
+    match (mine, added) {
+        (Value::Object(m), Value::Object(a)) => {
+            for (k, v) in a {
+                match m.get_mut(k) {
+                    Some(existing) => overlay(existing, v),
+                    None => {
+                        m.insert(k.clone(), v.clone());
+                    }
                 }
             }
         }
+        (mine, added) => *mine = added.clone(),
     }
+}
+
+/// `fields` (serialized `,"key":value` pairs) with the added fields whose
+/// key is one of its top-level keys merged in (see [`overlay`]), or `None`
+/// when it has none of them: a key named only inside a value (a nested
+/// `"kubernetes":` in a decoded line) is not the payload's own.
+fn merged_fields<'a>(fields: &[u8], added: &'a [AddedField]) -> Option<(Vec<u8>, Vec<&'a str>)> {
+    // The common case costs one substring search per added key.
+    if !added
+        .iter()
+        .any(|f| memchr::memmem::find(fields, f.quoted_key()).is_some())
+    {
+        return None;
+    }
+    let body = fields.strip_prefix(b",")?;
+    let mut object = Vec::with_capacity(body.len() + 2);
+    object.push(b'{');
+    object.extend_from_slice(body);
+    object.push(b'}');
+    let Ok(mut payload) = serde_json::from_slice::<Map<String, Value>>(&object) else {
+        return None;
+    };
+    let mut merged = Vec::new();
+    for f in added {
+        if let Some(mine) = payload.get_mut(&f.key) {
+            overlay(mine, &f.value);
+            merged.push(f.key.as_str());
+        }
+    }
+    if merged.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(fields.len() + 64);
+    for (k, v) in &payload {
+        push_pair(&mut out, k, v);
+    }
+    Some((out, merged))
 }
 
 /// An input's handle for producing events.
@@ -393,12 +436,23 @@ impl EventSink {
             }
             None => self.start_line(fields.len()),
         };
-        line.extend_from_slice(fields);
-        // A decoded payload may carry a key of its own (`"kubernetes":`):
-        // it wins, as with a map payload.
-        self.push_added(&mut line, |f| {
-            memchr::memmem::find(fields, f.quoted_key()).is_some()
-        });
+        // A decoded payload may carry a top-level key of its own
+        // (`"kubernetes":`): merged with the provider's, whose values win,
+        // as with a map payload.
+        match self
+            .added
+            .as_ref()
+            .and_then(|added| merged_fields(fields, added))
+        {
+            Some((merged, keys)) => {
+                line.extend_from_slice(&merged);
+                self.push_added(&mut line, |f| keys.contains(&f.key.as_str()));
+            }
+            None => {
+                line.extend_from_slice(fields);
+                self.push_added(&mut line, |_| false);
+            }
+        }
         self.finish_line(&mut line, false);
         let event = self.routed(Event::from_line(self.input_id.clone(), line, self.ack(ack)));
         self.queue_event(event).await
@@ -406,8 +460,9 @@ impl EventSink {
 
     /// The same sink adding `fields` (a map of top-level keys, e.g. the
     /// `kubernetes` and `container` fields of a provider's mapping) to
-    /// every event. A payload's own value of such a key wins: a map is
-    /// completed with the added keys it lacks, anything else is kept.
+    /// every event. A payload with its own top-level value of such a key
+    /// is merged with it, the added values winning (see [`overlay`]): what
+    /// a Pod writes cannot change which Pod its data says it came from.
     pub fn with_fields(mut self, fields: &leasehold_policy::Value) -> EventSink {
         let Ok(Value::Object(m)) = serde_json::to_value(fields) else {
             return self;
@@ -441,12 +496,12 @@ impl EventSink {
             .is_some_and(|a| a.iter().any(|f| f.key == key))
     }
 
-    /// `payload` with the added fields merged into its maps of the same
-    /// key (the payload's values win).
+    /// `payload` with the added fields merged into its values of the same
+    /// key (the added values win).
     fn with_added(&self, mut payload: Map<String, Value>) -> Map<String, Value> {
         for f in self.added.iter().flat_map(|a| a.iter()) {
             if let Some(mine) = payload.get_mut(&f.key) {
-                fill_missing(mine, &f.value);
+                overlay(mine, &f.value);
             }
         }
         payload
@@ -652,7 +707,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_mappings_fields_reach_every_event_and_a_payloads_own_values_win() {
+    async fn a_mappings_fields_reach_every_event_and_no_payload_can_claim_another_pod() {
         let dir = tempfile::tempdir().unwrap();
         let outputs = file_output(dir.path());
         let fields = leasehold_policy::Value::from_json(&json!({
@@ -667,9 +722,22 @@ mod tests {
         )
         .unwrap();
         sink.emit(own).await.unwrap();
-        sink.emit_fields(None, b",\"kubernetes\":{\"decoded\":true}", None)
-            .await
-            .unwrap();
+        // A decoded line claiming another namespace at the top level.
+        sink.emit_fields(
+            None,
+            b",\"kubernetes\":{\"namespace\":\"kube-system\",\"decoded\":true}",
+            None,
+        )
+        .await
+        .unwrap();
+        // A line that only names `kubernetes` inside another value.
+        sink.emit_fields(
+            None,
+            b",\"message\":\"{\\\"kubernetes\\\": 1}\",\"fields\":{\"kubernetes\":{\"namespace\":\"x\"}}",
+            None,
+        )
+        .await
+        .unwrap();
         outputs
             .shutdown(tokio::time::Instant::now() + std::time::Duration::from_secs(5))
             .await;
@@ -678,27 +746,34 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert_eq!(
-            lines[0]["kubernetes"],
-            json!({"pod": {"name": "web-1"}, "namespace": "shop"})
-        );
+        assert_eq!(lines.len(), 4, "{text}");
+        let provider = json!({"pod": {"name": "web-1"}, "namespace": "shop"});
+        assert_eq!(lines[0]["kubernetes"], provider);
         assert_eq!(lines[0]["container"], json!({"id": "c1"}));
-        // Completed where it lacks keys; its own values and non-maps stay.
+        // Merged: the payload adds keys, the provider's values win.
         assert_eq!(
             lines[1]["kubernetes"],
-            json!({"namespace": "mine", "extra": 1, "pod": {"name": "web-1"}})
+            json!({"namespace": "shop", "extra": 1, "pod": {"name": "web-1"}})
         );
-        assert_eq!(lines[1]["container"], "not a map");
-        // A serialized payload with its own key keeps it, once.
-        assert_eq!(lines[2]["kubernetes"], json!({"decoded": true}));
+        assert_eq!(lines[1]["container"], json!({"id": "c1"}));
         assert_eq!(
-            text.lines()
-                .nth(2)
-                .unwrap()
-                .matches("\"kubernetes\"")
-                .count(),
-            1
+            lines[2]["kubernetes"],
+            json!({"namespace": "shop", "decoded": true, "pod": {"name": "web-1"}})
         );
         assert_eq!(lines[2]["container"], json!({"id": "c1"}));
+        // A nested `"kubernetes":` is the payload's own business: the
+        // provider's fields are still added, once.
+        assert_eq!(lines[3]["kubernetes"], provider);
+        assert_eq!(lines[3]["container"], json!({"id": "c1"}));
+        assert_eq!(
+            lines[3]["fields"],
+            json!({"kubernetes": {"namespace": "x"}})
+        );
+        for (i, l) in text.lines().enumerate() {
+            let top: Map<String, Value> = serde_json::from_str(l).unwrap();
+            let keys = l.matches("\"container\":").count();
+            assert_eq!(keys, 1, "line {i} has one container key: {l}");
+            assert!(top.contains_key("kubernetes"));
+        }
     }
 }

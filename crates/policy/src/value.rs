@@ -37,9 +37,14 @@ const SMALL_MAP: usize = 16;
 /// small, and the render benchmark (500 inputs) is faster with this than with
 /// a hash index. Large mappings are built in linear time
 /// ([`Map::from_entries`], also behind `collect`).
+///
+/// Cloning shares the entries (copy on write): a Pod's labels and
+/// annotations are published in the variables of the Pod and of each of its
+/// containers and kept by every rendering, and a Pod author chooses their
+/// size, so each copy must cost a pointer, not the bytes again.
 #[derive(Debug, Clone, Default)]
 pub struct Map {
-    entries: Vec<(String, Value)>,
+    entries: std::sync::Arc<Vec<(String, Value)>>,
 }
 
 impl Map {
@@ -58,7 +63,9 @@ impl Map {
                 .enumerate()
                 .all(|(i, (k, _))| entries[..i].iter().all(|(seen, _)| seen != k));
             if distinct {
-                return Self { entries };
+                return Self {
+                    entries: entries.into(),
+                };
             }
             let mut m = Map::new();
             for (k, v) in entries {
@@ -80,7 +87,7 @@ impl Map {
             out[slot] = Some(entry);
         }
         Self {
-            entries: out.into_iter().flatten().collect(),
+            entries: std::sync::Arc::new(out.into_iter().flatten().collect()),
         }
     }
 
@@ -88,18 +95,20 @@ impl Map {
     /// O(number of keys): build large mappings with [`Map::from_entries`].
     pub fn insert(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
-        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
+        let entries = std::sync::Arc::make_mut(&mut self.entries);
+        if let Some(slot) = entries.iter_mut().find(|(k, _)| *k == key) {
             slot.1 = value;
         } else {
-            self.entries.push((key, value));
+            entries.push((key, value));
         }
     }
 
     /// Inserts `key` as the first entry (used to put `id` first).
     pub fn insert_first(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
-        self.entries.retain(|(k, _)| *k != key);
-        self.entries.insert(0, (key, value));
+        let entries = std::sync::Arc::make_mut(&mut self.entries);
+        entries.retain(|(k, _)| *k != key);
+        entries.insert(0, (key, value));
     }
 
     /// Looks a key up.
@@ -109,21 +118,22 @@ impl Map {
 
     /// Looks a key up, to change its value in place.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        self.entries
-            .iter_mut()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v)
+        // Only a key that is there makes a private copy.
+        let idx = self.entries.iter().position(|(k, _)| k == key)?;
+        Some(&mut std::sync::Arc::make_mut(&mut self.entries)[idx].1)
     }
 
     /// Values in insertion order, to change them in place.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Value> {
-        self.entries.iter_mut().map(|(_, v)| v)
+        std::sync::Arc::make_mut(&mut self.entries)
+            .iter_mut()
+            .map(|(_, v)| v)
     }
 
     /// Removes a key, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         let idx = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(idx).1)
+        Some(std::sync::Arc::make_mut(&mut self.entries).remove(idx).1)
     }
 
     /// True when `key` is present.
@@ -156,6 +166,9 @@ impl Map {
 
 impl PartialEq for Map {
     fn eq(&self, other: &Self) -> bool {
+        if std::sync::Arc::ptr_eq(&self.entries, &other.entries) {
+            return true;
+        }
         if self.len() != other.len() {
             return false;
         }

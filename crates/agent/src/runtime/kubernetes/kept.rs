@@ -29,8 +29,11 @@ pub struct KeptPod {
     pub uid: String,
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    /// `metadata.annotations`, without kubectl's last-applied copy.
+    /// `metadata.annotations`, without kubectl's last-applied copy, at
+    /// most [`ANNOTATION_BYTES_PER_POD`] of them (hints first).
     pub annotations: BTreeMap<String, String>,
+    /// How many annotations did not fit in that bound.
+    pub annotations_cut: usize,
     /// The controlling owner of a kind Elastic names: (kind, name).
     pub owner: Option<(String, String)>,
     /// `spec.nodeName`.
@@ -55,6 +58,38 @@ pub struct KeptContainer {
     /// `containerd://abc` of its status, as (`containerd`, `abc`); `None`
     /// until the runtime gave it one.
     pub id: Option<(String, String)>,
+}
+
+/// The most bytes (keys and values) of one Pod's annotations the provider
+/// keeps: the API server's own bound on an object's annotations (256 KiB),
+/// so a valid Pod never loses one, and memory per Pod stays bounded
+/// whatever reaches the watch.
+pub const ANNOTATION_BYTES_PER_POD: usize = 256 * 1024;
+
+/// `annotations` within [`ANNOTATION_BYTES_PER_POD`]: hints
+/// (`co.elastic.…`) first, then the others in key order, each whole or
+/// not at all; and how many were left out.
+fn bounded(annotations: BTreeMap<String, String>) -> (BTreeMap<String, String>, usize) {
+    let total: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total <= ANNOTATION_BYTES_PER_POD {
+        return (annotations, 0);
+    }
+    let (hints, rest): (Vec<_>, Vec<_>) = annotations
+        .into_iter()
+        .partition(|(k, _)| k.starts_with("co.elastic."));
+    let mut kept = BTreeMap::new();
+    let mut used = 0usize;
+    let mut cut = 0usize;
+    for (k, v) in hints.into_iter().chain(rest) {
+        let size = k.len() + v.len();
+        if used + size <= ANNOTATION_BYTES_PER_POD {
+            used += size;
+            kept.insert(k, v);
+        } else {
+            cut += 1;
+        }
+    }
+    (kept, cut)
 }
 
 impl From<Pod> for KeptPod {
@@ -110,7 +145,9 @@ impl From<Pod> for KeptPod {
         );
         let mut annotations = meta.annotations.unwrap_or_default();
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        let (annotations, annotations_cut) = bounded(annotations);
         KeptPod {
+            annotations_cut,
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
             uid: meta.uid.unwrap_or_default(),
@@ -200,5 +237,23 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn annotations_past_the_apis_own_bound_are_cut_and_hints_kept_first() {
+        let mut a = BTreeMap::new();
+        for k in 0..3 {
+            a.insert(format!("a{k}"), "x".repeat(100 * 1024));
+        }
+        a.insert("co.elastic.hints/package".to_string(), "redis".to_string());
+        let (kept, cut) = bounded(a);
+        assert_eq!(cut, 1);
+        assert!(kept.contains_key("co.elastic.hints/package"));
+        assert!(kept.contains_key("a0") && kept.contains_key("a1"));
+        let bytes: usize = kept.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(bytes <= ANNOTATION_BYTES_PER_POD);
+        // Within the bound nothing is cut.
+        let (kept, cut) = bounded(BTreeMap::from([("a".to_string(), "b".to_string())]));
+        assert_eq!((kept.len(), cut), (1, 0));
     }
 }

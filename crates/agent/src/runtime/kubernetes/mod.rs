@@ -15,7 +15,7 @@ pub mod kept;
 pub mod mapping;
 pub mod settings;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::kubeobj::{Node, Pod, Service};
@@ -87,12 +87,28 @@ struct Pods {
     by_uid: BTreeMap<String, kept::KeptPod>,
     /// Deleted (or gone from a re-list) pods and when their mappings go.
     leaving: BTreeMap<String, Instant>,
+    /// Each pod's mappings as last built: a pod event rebuilds only that
+    /// pod's, and the others are published again as shared copies.
+    mapped: HashMap<String, Vec<Mapping>>,
 }
 
 impl Pods {
     fn upsert(&mut self, pod: Pod) {
         let pod = kept::KeptPod::from(pod);
         if !pod.uid.is_empty() {
+            let warned = self
+                .by_uid
+                .get(&pod.uid)
+                .is_some_and(|p| p.annotations_cut > 0);
+            if pod.annotations_cut > 0 && !warned {
+                tracing::warn!(
+                    pod = %format!("{}/{}", pod.namespace, pod.name),
+                    left_out = pod.annotations_cut,
+                    "kubernetes provider: the pod's annotations exceed {} bytes; hints first, the rest past that bound are not published",
+                    kept::ANNOTATION_BYTES_PER_POD
+                );
+            }
+            self.mapped.remove(&pod.uid);
             self.leaving.remove(&pod.uid);
             self.by_uid.insert(pod.uid.clone(), pod);
         }
@@ -115,6 +131,7 @@ impl Pods {
         for uid in &due {
             self.leaving.remove(uid);
             self.by_uid.remove(uid);
+            self.mapped.remove(uid);
         }
         !due.is_empty()
     }
@@ -123,18 +140,28 @@ impl Pods {
         self.leaving.values().min().copied()
     }
 
-    fn mappings(&self, s: &ProviderSettings, related: &RelatedStores) -> Vec<Mapping> {
+    /// Forgets every pod's built mappings: the labels of nodes or
+    /// namespaces they carry changed.
+    fn related_changed(&mut self) {
+        self.mapped.clear();
+    }
+
+    fn mappings(&mut self, s: &ProviderSettings, related: &RelatedStores) -> Vec<Mapping> {
         let namespace_of = |name: &str| related.namespaces.as_ref()?.get(&ObjectRef::new(name));
+        let mapped = &mut self.mapped;
         let mut out: Vec<Mapping> = self
             .by_uid
-            .values()
-            .flat_map(|p| {
+            .iter()
+            .flat_map(|(uid, p)| {
+                if let Some(built) = mapped.get(uid) {
+                    return built.clone();
+                }
                 let node = related
                     .nodes
                     .as_ref()
                     .and_then(|n| n.get(&ObjectRef::new(&p.node_name)));
                 let ns = namespace_of(&p.namespace);
-                mapping::pod_mappings(
+                let built = mapping::pod_mappings(
                     p,
                     s,
                     mapping::Related {
@@ -147,7 +174,9 @@ impl Pods {
                             labels: n.metadata.labels.as_ref(),
                         }),
                     },
-                )
+                );
+                mapped.insert(uid.clone(), built.clone());
+                built
             })
             .collect();
         if s.resources.node
@@ -343,7 +372,7 @@ async fn run(
     // The uids of a re-list in progress.
     let mut relisting: Option<BTreeSet<String>> = None;
     let mut failing = false;
-    let publish = |pods: &Pods| {
+    let publish = |pods: &mut Pods| {
         let next = pods.mappings(&s, &related);
         tx.send_if_modified(|cur| {
             if **cur == next {
@@ -361,14 +390,15 @@ async fn run(
             () = stop.cancelled() => return,
             () = sleep_until(expiry) => {
                 if pods.expire(Instant::now()) {
-                    publish(&pods);
+                    publish(&mut pods);
                 }
                 continue;
             }
             Some(()) = changed.recv() => {
                 // A node's or namespace's labels changed: once for a burst.
                 while changed.try_recv().is_ok() {}
-                publish(&pods);
+                pods.related_changed();
+                publish(&mut pods);
                 continue;
             }
             ev = stream.next() => ev,
@@ -422,18 +452,18 @@ async fn run(
                         pods.leave(uid, at);
                     }
                 }
-                publish(&pods);
+                publish(&mut pods);
             }
             Event::Apply(pod) => {
                 pods.upsert(pod);
-                publish(&pods);
+                publish(&mut pods);
             }
             Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.clone() {
                     // The last state (final container ids) is what stays.
                     pods.upsert(pod);
                     pods.leave(uid, Instant::now() + s.cleanup_timeout);
-                    publish(&pods);
+                    publish(&mut pods);
                 }
             }
         }

@@ -50,6 +50,10 @@ pub struct Mapping {
     pub inputs: Vec<Value>,
     /// Why inputs its hints asked for were not built: listed as dropped.
     pub refused: Vec<String>,
+    /// Its `node` and `scope` variables are those of the node its object
+    /// runs on, the same in every mapping of that node (a Pod's, a
+    /// container's; not a Node's own mapping, whose node is itself).
+    pub shares_node: bool,
 }
 
 /// A dynamic provider's current mappings, sorted by [`sort`].
@@ -67,8 +71,9 @@ pub fn sort(mappings: &mut [Mapping]) {
 }
 
 /// The parts of a mapping's variables (below the provider's name) that
-/// every mapping of one agent shares: the node it runs on and the scope.
-/// An input reading only these renders the same for every Pod.
+/// every mapping of one node shares when [`Mapping::shares_node`]: the
+/// node and the scope. An input reading only these renders the same for
+/// every Pod.
 const SHARED_PARTS: [&str; 2] = ["node", "scope"];
 
 /// Whether the variable `rest` (its name below the provider's, e.g.
@@ -192,6 +197,7 @@ mod tests {
             })),
             fields: Value::from_json(&serde_json::json!({"kubernetes": {"pod": {"name": name}}})),
             processors: Vec::new(),
+            shares_node: true,
             ..Mapping::default()
         }
     }
@@ -211,6 +217,7 @@ mod tests {
                 "container": {"id": cid},
             })),
             processors: Vec::new(),
+            shares_node: true,
             ..Mapping::default()
         }
     }

@@ -121,6 +121,9 @@ struct Ctx<'a> {
     /// One of those variables describes the mapping's own object (a Pod,
     /// a container), not what every mapping shares (its node, the scope).
     used_own: bool,
+    /// The mapping being rendered shares its node's variables with the
+    /// node's other mappings ([`dynamic::Mapping::shares_node`]).
+    shares_node: bool,
 }
 
 /// Where a column inside a one-line scalar lands in the file.
@@ -206,7 +209,8 @@ impl Ctx<'_> {
                                             .and_then(|r| r.strip_prefix('.'))
                                     {
                                         self.used_provider = true;
-                                        self.used_own |= !dynamic::shared_by_every_mapping(rest);
+                                        self.used_own |= !(self.shares_node
+                                            && dynamic::shared_by_every_mapping(rest));
                                     }
                                 }
                             }
@@ -298,6 +302,7 @@ pub fn render_sharded(
         provider: None,
         used_provider: false,
         used_own: false,
+        shares_node: false,
     };
     // One variable store per mapping, built the first time an input needs it.
     let mut per_mapping: Option<Vec<Vars>> = None;
@@ -361,6 +366,7 @@ pub fn render_sharded(
                 provider: Some(d.provider.to_string()),
                 used_provider: false,
                 used_own: false,
+                shares_node: m.shares_node,
             };
             let one = render_one(&mut mctx, policy, input);
             let used_provider = mctx.used_provider;
@@ -479,6 +485,7 @@ fn render_shards(
             provider: None,
             used_provider: false,
             used_own: false,
+            shares_node: false,
         };
         let one = render_one(&mut sctx, policy, input);
         ctx.conditions = sctx.conditions;

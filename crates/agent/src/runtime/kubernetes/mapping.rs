@@ -108,6 +108,7 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             vars: published,
             fields: Value::Map(wrap("kubernetes", fields.clone())),
             processors,
+            shares_node: true,
             ..Mapping::default()
         });
     }
@@ -181,6 +182,7 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             processors,
             inputs: beats.inputs,
             refused: beats.refused,
+            shares_node: true,
         });
     }
     out

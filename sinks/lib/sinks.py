@@ -10,7 +10,7 @@ library only, plus `mvn`, `java` (17) and `go` (1.26+).
 
   build [opensearch|es7|otelcol|all]
                         fetch/build what the cache lacks (default: all)
-  up NAME --dir DIR [--port N] [--plugin P] [--heap SIZE]
+  up NAME --dir DIR [--port N] [--plugin P] [--heap SIZE] [--setting K=V]
                         start NAME with its state in DIR/NAME, wait until it
                         is ready, write DIR/NAME.json (pid, ports, URLs) and
                         print it. Started again with the same DIR, a sink
@@ -20,6 +20,8 @@ library only, plus `mvn`, `java` (17) and `go` (1.26+).
                         (for the benchmarks; see PLUGINS below).
                         --heap: the Java heap (opensearch, es7), e.g. 1g;
                         default 256m (the tests' small footprint).
+                        --setting: a node setting of opensearch or es7
+                        (e.g. http.max_content_length=16kb), repeatable.
   down NAME --dir DIR   stop it (SIGTERM, SIGKILL after a timeout); keeps
                         DIR/NAME.json, marked stopped, for the next `up`.
 
@@ -566,7 +568,8 @@ def own_for_nobody(d: Path, inst: Path) -> None:
         raise Failure(f"uid {NOBODY} cannot enter {blocked} on the way to {inst}: `chmod o+x {blocked}` or use another --dir")
 
 
-def up_java(name: str, d: Path, port: int | None, plugins: list[str], heap: str) -> dict:
+def up_java(name: str, d: Path, port: int | None, plugins: list[str], heap: str,
+            settings: list[str]) -> dict:
     s = JAVA_SINKS[name]
     home = build_plugin_home(name, plugins)
     java = java_binary()
@@ -587,6 +590,7 @@ def up_java(name: str, d: Path, port: int | None, plugins: list[str], heap: str)
         "transport.port: 0\n"
         "node.portsfile: true\n"
         "action.auto_create_index: true\n"
+        + "".join(f"{k}: {json.dumps(v)}\n" for k, v in (node_setting(s) for s in settings))
     )
     (inst / "config" / "log4j2.properties").write_text(
         "status = error\n"
@@ -734,7 +738,15 @@ def start_otelcol(binary: Path, inst: Path, grpc_port: int, http_port: int) -> d
     raise Failure(f"the collector did not listen within {OTELCOL_READY_TIMEOUT_S:.0f} s; {logf}:\n{tail(logf)}")
 
 
-def up(name: str, d: Path, port: int | None, plugins: list[str], heap: str = "256m") -> None:
+def node_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9_.]*", key):
+        raise Failure(f"--setting {text!r}: expected KEY=VALUE with a setting name such as http.max_content_length")
+    return key, value
+
+
+def up(name: str, d: Path, port: int | None, plugins: list[str], heap: str = "256m",
+       settings: list[str] | None = None) -> None:
     for p in plugins:
         if PLUGINS[p] != name:
             raise Failure(f"plugin {p} is for {PLUGINS[p]}, not {name}")
@@ -744,11 +756,13 @@ def up(name: str, d: Path, port: int | None, plugins: list[str], heap: str = "25
     if alive(old.get("pid"), markers(old, d / name)):
         raise Failure(f"{name} already runs for {d} (pid {old['pid']}); `sinks/down {name} --dir {d}` first")
     if name == "otelcol":
+        if settings:
+            raise Failure("--setting is for opensearch and es7")
         info = up_otelcol(d, port or old.get("grpc_port"), old.get("http_port"))
     else:
         if not re.fullmatch(r"[1-9][0-9]*[mg]", heap):
             raise Failure(f"--heap {heap!r}: a size like 256m or 1g")
-        info = up_java(name, d, port or old.get("http_port"), plugins, heap)
+        info = up_java(name, d, port or old.get("http_port"), plugins, heap, settings or [])
     write_info(d, name, info)
     print(json.dumps(info))
 
@@ -785,6 +799,8 @@ def main() -> int:
     u.add_argument("--plugin", action="append", default=[], choices=sorted(PLUGINS),
                    help="also load this plugin (built from sinks/PLUGIN/ on first use); repeatable")
     u.add_argument("--heap", default="256m", help="Java heap of opensearch/es7, e.g. 1g (default 256m)")
+    u.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="a node setting of opensearch/es7, e.g. http.max_content_length=16kb; repeatable")
     dn = sub.add_parser("down", help="stop a sink started by `up`")
     dn.add_argument("name", choices=NAMES)
     dn.add_argument("--dir", required=True, type=Path)
@@ -793,7 +809,7 @@ def main() -> int:
         if args.cmd == "build":
             build(args.name)
         elif args.cmd == "up":
-            up(args.name, args.dir, args.port, sorted(set(args.plugin)), args.heap)
+            up(args.name, args.dir, args.port, sorted(set(args.plugin)), args.heap, args.setting)
         else:
             down(args.name, args.dir)
     except Failure as e:

@@ -230,6 +230,81 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
     Ok(())
 }
 
+/// A server whose `http.max_content_length` one document exceeds answers
+/// 413 to any request holding it, also to that document alone: it is
+/// dropped for good, counted and reported with its reason (never its
+/// content), and every other document, before and after it, is delivered
+/// instead of the output retrying it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_larger_than_the_server_accepts_is_dropped_and_the_rest_delivered() -> Result<()>
+{
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start_with(
+        SinkKind::OpenSearch,
+        sink_dir.path(),
+        &[("http.max_content_length", "16kb")],
+    )?;
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("policy.yml");
+    // 30 small documents, one of 40 KB, 30 small ones.
+    let script = "i=1; while [ $i -le 30 ]; do echo \"{\\\"n\\\": $i}\"; i=$((i+1)); done; printf '{\"n\": 31, \"big\": \"%s\"}\\n' \"$(head -c 40000 /dev/zero | tr '\\0' Z)\"; i=32; while [ $i -le 61 ]; do echo \"{\\\"n\\\": $i}\"; i=$((i+1)); done; exec sleep 600";
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    compression_level: 0\n    bulk_max_size: 50\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: sizes\n    type: exec\n    events: json\n    data_stream: {{dataset: sizes}}\n    command: [sh, -c, '{}']\n",
+            sink.url(),
+            script.replace('\'', "''")
+        ),
+    )?;
+    let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let docs = wait_docs(
+        &sink,
+        "logs-sizes-default",
+        &["n"],
+        Duration::from_secs(60),
+        "60 small documents indexed",
+        |d| d.len() >= 60,
+    )?;
+    let mut ns: Vec<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
+    ns.sort_unstable();
+    let want: Vec<u64> = (1..=30).chain(32..=61).collect();
+    assert_eq!(ns, want, "every document the server accepts, once");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = a.status()?;
+        if status["outputs"][0]["events_dropped"] == 1 || std::time::Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = &status["outputs"][0];
+    assert_eq!(out["events_dropped"], 1, "{status}");
+    assert_eq!(out["state"], "ok", "{status}");
+    let reason = out["last_drop_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("HTTP 413: ") && reason.contains("larger than the server accepts"),
+        "{status}"
+    );
+    let metrics = a.get("/metrics")?.1;
+    assert_eq!(
+        counter(
+            &metrics,
+            "leasehold_output_events_dropped_total{output=\"default\"}"
+        ),
+        1,
+        "{metrics}"
+    );
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(15))?, Some(0));
+    let log = a.log();
+    assert!(
+        !log.contains("ZZZZZZZZZZZZZZZZ"),
+        "the document's content is logged:\n{log}"
+    );
+    Ok(())
+}
+
 /// The password of the URLs in `credentials_in_host_urls_are_sent_and_never_shown`.
 const URL_PASSWORD: &str = "s3cr3t-pw";
 

@@ -81,6 +81,8 @@ struct Info {
 pub struct TestSink {
     kind: SinkKind,
     dir: PathBuf,
+    /// Node settings (`KEY=VALUE`) given at every start.
+    settings: Vec<String>,
     info: Info,
     running: bool,
     watchdog: Option<(Child, ChildStdin)>,
@@ -100,9 +102,17 @@ impl TestSink {
     /// JVM starts), minutes on a machine that has not fetched the server
     /// yet.
     pub fn start(kind: SinkKind, dir: &Path) -> Result<TestSink> {
+        Self::start_with(kind, dir, &[])
+    }
+
+    /// [`TestSink::start`] with node settings of OpenSearch or
+    /// Elasticsearch (`("http.max_content_length", "16kb")`), kept for
+    /// [`TestSink::start_again`].
+    pub fn start_with(kind: SinkKind, dir: &Path, settings: &[(&str, &str)]) -> Result<TestSink> {
         let mut s = TestSink {
             kind,
             dir: dir.to_path_buf(),
+            settings: settings.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             info: Info::default(),
             running: false,
             watchdog: Some(spawn_watchdog(kind, dir)?),
@@ -116,6 +126,7 @@ impl TestSink {
             .arg(self.kind.name())
             .arg("--dir")
             .arg(&self.dir)
+            .args(self.settings.iter().flat_map(|s| ["--setting", s.as_str()]))
             .stdin(Stdio::null())
             .output()
             .context("running sinks/up")?;

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::Client as HttpClient;
@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 
 use super::settings::{ElasticsearchSettings, basic_token};
 
-/// Largest answer read (a bulk answer for 1600 items is ~300 KB).
 /// `_bulk`, its answer filtered to what is judged of it.
 const BULK_PATH: &str = "/_bulk?filter_path=errors,items.*.status,items.*.error";
-/// The longest answer read (a `_bulk` answer with every item's error).
-const MAX_ANSWER: usize = 64 * 1024 * 1024;
+/// What is kept of an answer other than `_bulk`'s (the server's root, a
+/// template), its strings cut ([`super::answer`]).
+const MAX_ANSWER: usize = 1024 * 1024;
 
 /// The data stream types templates are installed for on OpenSearch.
 const STREAM_TYPES: [&str; 4] = ["logs", "metrics", "traces", "synthetics"];
@@ -184,8 +184,16 @@ impl Client {
     /// reads (`errors` and each item's `status` and `error`): for a
     /// request of 1,600 documents the unfiltered answer is about 300 KB
     /// the server must write and the agent parse, the filtered one 40 KB.
-    pub async fn bulk(&self, body: Vec<u8>) -> Result<(StatusCode, Bytes), RequestError> {
-        self.send(Method::POST, BULK_PATH, Some(body)).await
+    /// At most [`super::answer::bulk_limit`] bytes of the answer to a
+    /// request of `items` documents are kept.
+    pub async fn bulk(
+        &self,
+        body: Vec<u8>,
+        items: usize,
+    ) -> Result<(StatusCode, Bytes), RequestError> {
+        let limit = super::answer::bulk_limit(items);
+        self.send_limited(Method::POST, BULK_PATH, Some(body), limit)
+            .await
     }
 
     /// Sends one request, starting with the host that answered last and
@@ -195,6 +203,17 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), RequestError> {
+        self.send_limited(method, path, body, MAX_ANSWER).await
+    }
+
+    /// [`Self::send`], keeping at most `limit` bytes of the answer.
+    async fn send_limited(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        limit: usize,
     ) -> Result<(StatusCode, Bytes), RequestError> {
         let hosts = &self.settings.hosts;
         if hosts.is_empty() {
@@ -209,7 +228,7 @@ impl Client {
         for k in 0..hosts.len() {
             let i = (first + k) % hosts.len();
             let url = format!("{}{path}", hosts[i]);
-            match self.send_to(&method, &url, body.clone()).await {
+            match self.send_to(&method, &url, body.clone(), limit).await {
                 Ok(answer) => {
                     self.current.store(i, Ordering::Relaxed);
                     return Ok(answer);
@@ -237,6 +256,7 @@ impl Client {
         method: &Method,
         url: &str,
         body: Option<(Bytes, bool)>,
+        limit: usize,
     ) -> Result<(StatusCode, Bytes), String> {
         let mut req = self.request(method, url)?;
         let payload = match body {
@@ -267,12 +287,23 @@ impl Client {
                 .await
                 .map_err(|e| format!("{url}: {}", crate::tls::error_chain(&e)))?;
             let status = resp.status();
-            let body = Limited::new(resp.into_body(), MAX_ANSWER)
-                .collect()
-                .await
-                .map_err(|e| format!("{url}: reading the answer: {e}"))?
-                .to_bytes();
-            Ok((status, body))
+            // Read as it comes, never more than `limit` bytes held; the
+            // rest of a longer answer is not read (the connection goes).
+            let mut answer = super::answer::Shrink::new(limit);
+            let mut body = resp.into_body();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| format!("{url}: reading the answer: {e}"))?;
+                if let Ok(data) = frame.into_data()
+                    && !answer.feed(&data)
+                {
+                    break;
+                }
+            }
+            let (kept, cut) = answer.finish();
+            if cut {
+                tracing::debug!(url, limit, "answer longer than what is kept of it: cut");
+            }
+            Ok((status, Bytes::from(kept)))
         };
         tokio::time::timeout(self.settings.timeout, work)
             .await
@@ -363,5 +394,58 @@ mod tests {
         );
         assert_eq!(req.uri().authority().unwrap().as_str(), "127.0.0.1:9200");
         assert_eq!(client.hosts(), "http://127.0.0.1:9200");
+    }
+    /// A sink answering a one-document `_bulk` with 60 MiB (an error
+    /// whose reason quotes megabytes): the answer is read as it comes and
+    /// what is kept is bounded by what one item needs, yet still judged.
+    #[tokio::test]
+    async fn a_huge_bulk_answer_is_kept_only_to_what_its_items_need() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        const HUGE: usize = 60 * 1024 * 1024;
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut req = vec![0u8; 64 * 1024];
+            let _ = conn.read(&mut req).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {HUGE}\r\n\r\n"
+            );
+            conn.write_all(head.as_bytes()).await.unwrap();
+            let start: &[u8] = br#"{"errors":true,"items":[{"create":{"status":400,"error":{"type":"mapper_parsing_exception","reason":""#;
+            let end: &[u8] = br#""}}}]}"#;
+            conn.write_all(start).await.unwrap();
+            let mut left = HUGE - start.len() - end.len();
+            let chunk = vec![b'x'; 1024 * 1024];
+            while left > 0 {
+                let n = left.min(chunk.len());
+                conn.write_all(&chunk[..n]).await.unwrap();
+                left -= n;
+            }
+            conn.write_all(end).await.unwrap();
+        });
+        let mut errors = Vec::new();
+        let keys = [(
+            "hosts".to_string(),
+            leasehold_policy::Value::Str(format!("http://127.0.0.1:{port}")),
+        )]
+        .into_iter()
+        .collect();
+        let settings = super::super::settings::parse("outputs.es", &keys, &mut errors);
+        assert_eq!(errors, []);
+        let client = Client::new(settings).unwrap();
+        let (status, answer) = client.bulk(b"{}\n{}\n".to_vec(), 1).await.unwrap();
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            answer.len() <= super::super::answer::bulk_limit(1),
+            "{} bytes kept",
+            answer.len()
+        );
+        let items = super::super::bulk::judge(&answer, 1).expect("judged");
+        assert!(
+            matches!(&items[0], super::super::bulk::Outcome::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception")),
+            "{items:?}"
+        );
+        server.await.unwrap();
     }
 }

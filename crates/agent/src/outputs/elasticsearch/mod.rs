@@ -4,19 +4,21 @@
 //! Delivery is at least once and, for events with a deterministic id
 //! (`@metadata._id`), effectively once: a replay after a crash handover is
 //! answered 409 and counted as delivered. Per document, only a 400 (a
-//! mapping conflict) is dropped and counted; every other refusal (429,
+//! mapping conflict), and a 413 to a request of that document alone, are
+//! dropped and counted; every other refusal (429,
 //! 5xx, a write block's 403, a missing index's 404) is retried with
 //! backoff, by the outputs' one rule (`outputs::retry`). A server that is
 //! down or refuses whole requests keeps the batch: the queue fills and
 //! inputs wait.
 
+mod answer;
 pub(super) mod bulk;
 mod client;
+mod request_size;
 pub mod settings;
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -26,6 +28,7 @@ use hyper::StatusCode;
 use super::queue::{Batch, Sink};
 use bulk::Outcome;
 use client::{Client, RequestError, status_error};
+use request_size::RequestSize;
 pub use settings::ElasticsearchSettings;
 
 use crate::redact::Redactor;
@@ -45,10 +48,9 @@ pub(super) struct ElasticsearchSink {
     bulk_max_size: usize,
     worker: usize,
     backoff: (Duration, Duration),
-    /// Documents per request now: `bulk_max_size`, halved after each 413
-    /// (the server's `http.max_content_length` was exceeded) and kept so,
-    /// for every lane.
-    request_size: Arc<AtomicUsize>,
+    /// Documents per request now, for every lane: halved by a 413,
+    /// grown back by accepted requests.
+    request_size: Arc<RequestSize>,
     /// One of `worker` lanes, each with one request in flight; else the
     /// only one, with `worker` requests in flight.
     lane: bool,
@@ -71,7 +73,7 @@ impl ElasticsearchSink {
             bulk_max_size,
             worker,
             backoff,
-            request_size: Arc::new(AtomicUsize::new(bulk_max_size)),
+            request_size: Arc::new(RequestSize::new(bulk_max_size)),
             lane: false,
         })
     }
@@ -93,7 +95,7 @@ impl ElasticsearchSink {
             }
             return (outcomes, Some(e.to_string()));
         }
-        let size = self.request_size.load(Ordering::Relaxed).max(1);
+        let size = self.request_size.get();
         let chunks: Vec<(usize, &[Vec<u8>])> = lines
             .chunks(size)
             .enumerate()
@@ -118,7 +120,7 @@ impl ElasticsearchSink {
                     for (k, line) in chunk.iter().enumerate() {
                         bulk::append(&mut body, line, batch.pending_meta(start + k));
                     }
-                    (start, chunk.len(), client.bulk(body).await)
+                    (start, chunk.len(), client.bulk(body, chunk.len()).await)
                 })
             })
             .collect();
@@ -127,6 +129,7 @@ impl ElasticsearchSink {
             match result {
                 Ok((status, answer)) if status.is_success() => match bulk::judge(&answer, n) {
                     Ok(items) => {
+                        self.request_size.accepted();
                         for (k, o) in items.into_iter().enumerate() {
                             outcomes[start + k] = Some(o);
                         }
@@ -135,9 +138,20 @@ impl ElasticsearchSink {
                         first_error.get_or_insert(why);
                     }
                 },
+                Ok((status, answer)) if status == StatusCode::PAYLOAD_TOO_LARGE && n == 1 => {
+                    // One document the server will never take: dropped
+                    // for good, with why (never its content).
+                    outcomes[start] = Some(Outcome::Dropped {
+                        status: status.as_u16(),
+                        reason: format!(
+                            "the document alone is larger than the server accepts ({}; raise its http.max_content_length, or cut such lines at the input)",
+                            status_error(status, &answer, "/_bulk")
+                        ),
+                    });
+                }
                 Ok((status, answer)) => {
-                    if status == StatusCode::PAYLOAD_TOO_LARGE && n > 1 {
-                        self.request_size.store((n / 2).max(1), Ordering::Relaxed);
+                    if status == StatusCode::PAYLOAD_TOO_LARGE {
+                        self.request_size.too_large(n);
                     }
                     first_error.get_or_insert(status_error(status, &answer, "/_bulk").to_string());
                 }

@@ -56,6 +56,14 @@ pub struct Mapping {
     pub shares_node: bool,
 }
 
+impl Mapping {
+    /// The object the mapping describes: a Pod's uid for the Pod's own
+    /// mapping and for each of its containers' (`<uid>.<name>`).
+    pub fn object(&self) -> &str {
+        self.id.split_once('.').map_or(self.id.as_str(), |(o, _)| o)
+    }
+}
+
 /// A dynamic provider's current mappings, sorted by [`sort`].
 #[derive(Debug, Clone, Copy)]
 pub struct Dynamic<'a> {
@@ -339,6 +347,68 @@ inputs:
                 id: "hints-kubernetes-u1.sidecar".into(),
                 reason: "co.elastic.metrics/module: redis is not built".into(),
             }]
+        );
+    }
+
+    #[test]
+    fn the_same_brought_config_in_two_pods_is_two_inputs_each_with_its_pods_fields() {
+        // Two namespaces' Pods whose hints build the same scrape (a
+        // Service name both annotate): each Pod's data carries its own
+        // metadata, never the other's.
+        let p = policy("inputs: []\n");
+        let scrape = Value::from_json(&serde_json::json!({
+            "id": "hints-metrics-prometheus-0", "type": "prometheus/metrics",
+            "streams": [{"metricsets": ["collector"], "hosts": ["metrics.shared:9090"]}],
+        }));
+        let mut a = container("u1", "team-a-0", "app", "c1");
+        a.inputs = vec![scrape.clone()];
+        a.fields = Value::from_json(&serde_json::json!({"kubernetes": {"namespace": "team-a"}}));
+        let mut b = container("u2", "team-b-0", "app", "c2");
+        b.inputs = vec![scrape];
+        b.fields = Value::from_json(&serde_json::json!({"kubernetes": {"namespace": "team-b"}}));
+        let mut mappings = vec![a, b];
+        let r = render_mapped(&p, &mut mappings);
+        let got: Vec<(&str, Option<&Value>)> = r
+            .inputs
+            .iter()
+            .map(|i| {
+                let ns = i
+                    .fields
+                    .as_ref()
+                    .and_then(|f| f.lookup_path("kubernetes.namespace"));
+                (i.id.as_str(), ns)
+            })
+            .collect();
+        let (ns_a, ns_b) = (Value::Str("team-a".into()), Value::Str("team-b".into()));
+        assert_eq!(
+            got,
+            [
+                ("hints-metrics-prometheus-0-kubernetes-u1.app", Some(&ns_a)),
+                ("hints-metrics-prometheus-0-kubernetes-u2.app", Some(&ns_b)),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_exec_script_built_from_a_pods_value_is_dropped_and_an_argument_runs() {
+        let p = policy(
+            "inputs:\n  - id: shell-${kubernetes.pod.name}\n    type: exec\n    command: [sh, -c, 'echo ${kubernetes.labels.app}']\n  - id: arg-${kubernetes.pod.name}\n    type: exec\n    command: [sh, -c, 'echo \"$1\"', sh, '${kubernetes.labels.app}']\n",
+        );
+        let mut mappings = vec![pod("u1", "web-1", "$(touch /tmp/pwned)")];
+        let r = render_mapped(&p, &mut mappings);
+        let ids: Vec<&str> = r.inputs.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(ids, ["arg-web-1-kubernetes-u1"]);
+        assert_eq!(
+            r.inputs[0].config.lookup_path("command.4"),
+            Some(&Value::Str("$(touch /tmp/pwned)".into())),
+            "the value is one argument, as given"
+        );
+        assert_eq!(r.dropped.len(), 1, "{:?}", r.dropped);
+        assert!(
+            r.dropped[0].reason.contains("${kubernetes.labels.app}")
+                && r.dropped[0].reason.contains("the shell script"),
+            "{:?}",
+            r.dropped
         );
     }
 

@@ -10,6 +10,7 @@ pub mod cond;
 pub mod dynamic;
 pub mod elections;
 pub mod error;
+pub mod exec_script;
 pub mod lint;
 pub mod model;
 pub mod providers;

@@ -12,13 +12,14 @@
 //! - A malformed substitution or a condition that fails to evaluate is an
 //!   error of the whole render, with its location.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::cond::{CondError, Condition, EvalOptions};
 use crate::dynamic::{self, Dynamic};
 use crate::error::{PolicyError, Pos};
+use crate::exec_script;
 use crate::model::{Node, NodeKind, Policy};
 use crate::subst::{self, Resolved};
 use crate::value::{Map, Value};
@@ -517,23 +518,23 @@ fn render_shards(
 }
 
 /// The inputs the mappings bring themselves, after the policy's: each
-/// distinct config once (a Pod's hints apply to all its containers), with
-/// its mapping's fields; and what the mappings refused, as dropped.
+/// distinct config once per Pod (a Pod's hints apply to all its
+/// containers), with its mapping's fields; and what the mappings refused,
+/// as dropped. Never once across Pods: the same config in two Pods (two
+/// namespaces) is two inputs, each with its own Pod's fields.
 fn push_brought(
     out: &mut Rendered,
     seen: &mut HashMap<String, usize>,
     index: usize,
     d: &Dynamic<'_>,
 ) {
-    let mut contents: Vec<u64> = Vec::new();
+    let mut contents: HashSet<(&str, u64)> = HashSet::new();
     for m in d.mappings {
         for input in &m.inputs {
             let Value::Map(config) = input else { continue };
-            let hash = stable_hash(input);
-            if contents.contains(&hash) {
+            if !contents.insert((m.object(), stable_hash(input))) {
                 continue;
             }
-            contents.push(hash);
             let mut config = config.clone();
             let id = format!("{}-{}-{}", config_id(&config), d.provider, m.id);
             config.insert("id", Value::Str(id));
@@ -563,6 +564,16 @@ fn render_one(ctx: &mut Ctx<'_>, policy: &Policy, input: &Node) -> Result<One, P
     ctx.condition_vars.clear();
     ctx.used_provider = false;
     ctx.used_own = false;
+    // A Pod's value never becomes code or the program.
+    if let Some(c) =
+        exec_script::code_from_pod(input, exec_script::POD_PROVIDER, &ctx.default_provider)
+    {
+        return Ok(One::Dropped(format!(
+            "{}; {}",
+            c.message(),
+            exec_script::CodeFromPod::hint()
+        )));
+    }
     let had_streams =
         matches!(input.get("streams").map(|n| &n.kind), Some(NodeKind::List(l)) if !l.is_empty());
     let rendered = match ctx.node(input) {

@@ -35,7 +35,8 @@ use std::collections::BTreeMap;
 
 use leasehold_policy::{Map, Value};
 
-use super::hints::{collect, fill, processors, put};
+use super::hint_hosts;
+use super::hints::{HintSettings, collect, fill, processors, put};
 
 /// The container the inputs are built for.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +79,7 @@ const LOG_KEYS: [&str; 6] = [
 /// container mapping's variables (what `${kubernetes.…}` reads), with the
 /// Pod's IP at `pod.ip`.
 pub fn beats_hinted(
-    prefix: &str,
+    s: &HintSettings,
     annotations: &BTreeMap<String, String>,
     meta: &Value,
     pod_ports: &[(String, Option<String>)],
@@ -86,13 +87,14 @@ pub fn beats_hinted(
 ) -> BeatsHinted {
     let mut out = BeatsHinted::default();
     let data = Data::new(meta, pod_ports);
+    let prefix = s.prefix.as_str();
     let logs = collect(prefix, "logs", annotations, Some(c.name));
     if !logs.is_empty() {
         logs_inputs(prefix, &logs, &data, c, &mut out);
     }
     let metrics = collect(prefix, "metrics", annotations, Some(c.name));
     if !metrics.is_empty() {
-        metrics_inputs(prefix, &metrics, &data, c, &mut out);
+        metrics_inputs(s, &metrics, &data, c, &mut out);
     }
     out
 }
@@ -154,10 +156,11 @@ fn log_input(hints: &BTreeMap<String, String>, data: &Data, c: Container<'_>, n:
         parsers.push(one("multiline", Value::Map(m)));
     }
     if let Some(mut j) = sub_map(hints, "json", data) {
-        // The log input's `keys_under_root: true` is ndjson's root target.
-        if j.remove("keys_under_root") == Some(Value::Bool(true)) {
-            j.insert("target", Value::Str(String::new()));
-        }
+        // Filebeat's log input decodes under `json` unless
+        // `keys_under_root: true`, which is ndjson's root target.
+        let under_root = j.remove("keys_under_root") == Some(Value::Bool(true));
+        let target = if under_root { "" } else { "json" };
+        j.insert("target", Value::Str(target.into()));
         parsers.push(one("ndjson", Value::Map(j)));
     }
     let mut procs = Vec::new();
@@ -212,12 +215,13 @@ fn log_input(hints: &BTreeMap<String, String>, data: &Data, c: Container<'_>, n:
 }
 
 fn metrics_inputs(
-    prefix: &str,
+    s: &HintSettings,
     hints: &BTreeMap<String, String>,
     data: &Data,
     c: Container<'_>,
     out: &mut BeatsHinted,
 ) {
+    let prefix = s.prefix.as_str();
     for key in ["username", "password", "namespace"] {
         if hints.contains_key(key) {
             out.refused.push(format!(
@@ -253,9 +257,24 @@ fn metrics_inputs(
             ));
             continue;
         }
-        let Some(hosts) = select_hosts(&config, &ports, data) else {
+        let Some(mut hosts) = select_hosts(&config, &ports, data) else {
             continue;
         };
+        // The agent connects there: only the Pod itself, unless allowed.
+        let pod_ip = data.lookup("host", None);
+        hosts.retain(|h| {
+            let Some(h) = h else { return true };
+            match hint_hosts::check(h, pod_ip.as_deref(), &s.allowed_hosts) {
+                Ok(()) => true,
+                Err(why) => {
+                    out.refused.push(format!(
+                        "{prefix}.metrics/hosts on container {}: {why}",
+                        c.name
+                    ));
+                    false
+                }
+            }
+        });
         let metricsets = config
             .get("metricsets")
             .map(|m| list(m))
@@ -595,7 +614,7 @@ mod tests {
     fn build(a: &[(&str, &str)], name: &str, own: &[(String, Option<String>)]) -> BeatsHinted {
         let all = ports(&[("8080", Some("http")), ("9090", Some("metrics"))]);
         beats_hinted(
-            "co.elastic",
+            &HintSettings::default(),
             &annotations(a),
             &meta(),
             &all,
@@ -703,6 +722,35 @@ mod tests {
     }
 
     #[test]
+    fn a_host_that_is_not_the_pods_own_is_refused_and_the_pods_own_kept() {
+        // The port is the container's, the host another's: not scraped.
+        let own = ports(&[("9090", Some("metrics"))]);
+        let a = [
+            ("co.elastic.metrics/module", "prometheus"),
+            (
+                "co.elastic.metrics/hosts",
+                "other-host:9090, ${data.host}:9090",
+            ),
+        ];
+        let h = build(&a, "app", &own);
+        let hosts: Vec<serde_json::Value> = h
+            .inputs
+            .iter()
+            .map(|i| json_of(i)["streams"][0]["hosts"][0].clone())
+            .collect();
+        assert_eq!(hosts, [json!("10.1.2.3:9090")], "{h:?}");
+        assert_eq!(h.refused.len(), 1, "{h:?}");
+        assert!(h.refused[0].contains("\"other-host\""), "{h:?}");
+        let raw = [(
+            "co.elastic.metrics/raw",
+            r#"{"module":"prometheus","hosts":"http://kubernetes.default.svc:443"}"#,
+        )];
+        let h = build(&raw, "app", &ports(&[("443", None)]));
+        assert!(h.inputs.is_empty(), "{h:?}");
+        assert!(h.refused[0].contains("kubernetes.default.svc"), "{h:?}");
+    }
+
+    #[test]
     fn raw_and_numbered_configs_build_inputs_of_their_own() {
         let raw = [(
             "co.elastic.metrics/raw",
@@ -788,6 +836,25 @@ mod tests {
         assert!(h.refused[0].contains("co.elastic.logs/module"), "{h:?}");
         let h = build(&[("co.elastic.logs/raw", "{}")], "app", &[]);
         assert!(h.refused[0].contains("any file"), "{h:?}");
+        // Without `keys_under_root` Filebeat decodes under `json`.
+        let h = build(
+            &[("co.elastic.logs/json.add_error_key", "true")],
+            "app",
+            &[],
+        );
+        assert_eq!(
+            json_of(&h.inputs[0])["streams"][0]["parsers"][1],
+            json!({"ndjson": {"add_error_key": true, "target": "json"}})
+        );
+        let h = build(
+            &[("co.elastic.logs/json.keys_under_root", "false")],
+            "app",
+            &[],
+        );
+        assert_eq!(
+            json_of(&h.inputs[0])["streams"][0]["parsers"][1],
+            json!({"ndjson": {"target": "json"}})
+        );
         // Nothing for logs: nothing taken, nothing built.
         assert_eq!(build(&[], "app", &[]), BeatsHinted::default());
     }

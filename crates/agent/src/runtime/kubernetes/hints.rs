@@ -43,6 +43,10 @@ pub struct HintSettings {
     pub default_container_logs: bool,
     /// `prefix` (default `co.elastic`).
     pub prefix: String,
+    /// `hints.allowed_hosts`: hosts other than the Pod's own IP that a
+    /// hint may name (`*`: any). Empty by default: a hint points the
+    /// agent at its own Pod only ([`super::hint_hosts`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HintSettings {
@@ -51,6 +55,7 @@ impl Default for HintSettings {
             enabled: false,
             default_container_logs: true,
             prefix: "co.elastic".into(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -62,6 +67,8 @@ pub struct Hinted {
     pub vars: Value,
     /// Processors for the inputs it renders.
     pub processors: Vec<Value>,
+    /// Why hints were not acted on (a host that is not the Pod's).
+    pub refused: Vec<String>,
 }
 
 /// The hints of one mapping: the Pod's (`container` none) or a
@@ -82,7 +89,23 @@ pub fn hinted(
     );
     let processors = processors(&hints);
     let mut out = Map::new();
-    match hints.get("package").filter(|p| !p.trim().is_empty()) {
+    let mut refused = Vec::new();
+    let package = hints
+        .get("package")
+        .filter(|p| !p.trim().is_empty())
+        .filter(|_| match foreign_host(s, &hints, meta) {
+            None => true,
+            Some(why) => {
+                let on = container
+                    .map_or_else(|| "the Pod".to_string(), |(c, _)| format!("container {c}"));
+                refused.push(format!(
+                    "{}.hints package on {on} not published: {why}",
+                    s.prefix
+                ));
+                false
+            }
+        });
+    match package {
         Some(package) => {
             let mut pkg = Map::new();
             if container.is_some() {
@@ -138,7 +161,31 @@ pub fn hinted(
     Some(Hinted {
         vars: Value::Map(vars),
         processors,
+        refused,
     })
+}
+
+/// Why a `host` hint (the package's or a data stream's) may not be used:
+/// it names a host that is not the Pod's own ([`super::hint_hosts`]).
+fn foreign_host(
+    s: &HintSettings,
+    hints: &BTreeMap<String, String>,
+    meta: &Value,
+) -> Option<String> {
+    let pod_ip = match meta.lookup_path("pod.ip") {
+        Some(Value::Str(ip)) => Some(ip.as_str()),
+        _ => None,
+    };
+    hints
+        .iter()
+        .filter(|(k, _)| !k.starts_with("processors."))
+        .filter(|(k, _)| *k == "host" || k.ends_with(".host"))
+        .filter_map(|(k, v)| Some((k, resolve(v, meta)?)))
+        .find_map(|(k, host)| {
+            super::hint_hosts::check(&host, pod_ip, &s.allowed_hosts)
+                .err()
+                .map(|why| format!("`{k}`: {why}"))
+        })
 }
 
 /// The hints of one `kind` (`hints`, `logs`, `metrics`) that apply: the
@@ -363,6 +410,54 @@ mod tests {
             ..on()
         };
         assert_eq!(hinted(&off, &none, &meta(), Some(("app", "c9"))), None);
+    }
+
+    #[test]
+    fn a_host_that_is_not_the_pods_own_is_refused_unless_the_operator_allows_it() {
+        // Elastic's prometheus template sends the agent's token
+        // (`bearer_token_file`) to the hinted host: the package is not
+        // published, and why is listed; the container's logs still are.
+        for (key, host) in [
+            ("co.elastic.hints/host", "other-host:80"),
+            ("co.elastic.hints/collector.host", "http://10.1.2.99:9090"),
+            ("co.elastic.hints/host", "localhost:10250"),
+        ] {
+            let a = annotations(&[
+                ("co.elastic.hints/package", "prometheus"),
+                ("co.elastic.hints/data_streams", "collector"),
+                (key, host),
+            ]);
+            let h = hinted(&on(), &a, &meta(), Some(("app", "c1"))).unwrap();
+            assert_eq!(
+                json_of(&h.vars),
+                json!({"hints": {"container_logs": {"enabled": true}, "container_id": "c1"}}),
+                "{host}"
+            );
+            assert_eq!(h.refused.len(), 1, "{h:?}");
+            assert!(h.refused[0].contains("container app"), "{:?}", h.refused);
+            assert!(
+                h.refused[0].contains("not the Pod's own IP (10.1.2.3)"),
+                "{:?}",
+                h.refused
+            );
+            // The Pod's own mapping is not published (each container's
+            // says why).
+            assert_eq!(hinted(&on(), &a, &meta(), None), None);
+        }
+        let a = annotations(&[
+            ("co.elastic.hints/package", "prometheus"),
+            ("co.elastic.hints/host", "metrics.shared:9090"),
+        ]);
+        let allowed = HintSettings {
+            allowed_hosts: vec!["metrics.shared".into()],
+            ..on()
+        };
+        let h = hinted(&allowed, &a, &meta(), None).unwrap();
+        assert_eq!(
+            json_of(&h.vars),
+            json!({"hints": {"prometheus": {"enabled": true, "host": "metrics.shared:9090"}}})
+        );
+        assert!(h.refused.is_empty());
     }
 
     #[test]

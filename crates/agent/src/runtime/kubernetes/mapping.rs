@@ -93,13 +93,13 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
     let mut out = Vec::new();
     // In hints mode a mapping publishes only its `hints` (and the Pod's
     // only when it names a package), as in Elastic Agent.
-    let (published, processors) = if s.hints.enabled {
+    let (published, processors, refused) = if s.hints.enabled {
         match hinted(&s.hints, all_annotations, &Value::Map(pod_vars), None) {
-            Some(h) => (Some(h.vars), h.processors),
-            None => (None, Vec::new()),
+            Some(h) => (Some(h.vars), h.processors, h.refused),
+            None => (None, Vec::new(), Vec::new()),
         }
     } else {
-        (Some(Value::Map(pod_vars)), Vec::new())
+        (Some(Value::Map(pod_vars)), Vec::new(), Vec::new())
     };
     if let Some(published) = published {
         out.push(Mapping {
@@ -108,6 +108,7 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             vars: published,
             fields: Value::Map(wrap("kubernetes", fields.clone())),
             processors,
+            refused,
             shares_node: true,
             ..Mapping::default()
         });
@@ -138,8 +139,8 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
         cvars.insert("container", Value::Map(c));
         let cvars = Value::Map(cvars);
         let (cvars, processors, beats) = if s.hints.enabled {
-            let beats = beats_hinted(
-                &s.hints.prefix,
+            let mut beats = beats_hinted(
+                &s.hints,
                 all_annotations,
                 &cvars,
                 &pod_ports,
@@ -151,7 +152,10 @@ pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -
             );
             let (mut hvars, processors) =
                 match hinted(&s.hints, all_annotations, &cvars, Some((name, id))) {
-                    Some(h) => (h.vars, h.processors),
+                    Some(h) => {
+                        beats.refused.extend(h.refused);
+                        (h.vars, h.processors)
+                    }
                     None if beats == BeatsHinted::default() => continue,
                     None => (container_id_only(id), Vec::new()),
                 };

@@ -10,6 +10,7 @@
 //! read what the container wrote last, then go.
 
 pub mod beats_hints;
+pub mod hint_hosts;
 pub mod hints;
 pub mod kept;
 pub mod mapping;

@@ -221,6 +221,9 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             "hints.default_container_logs" => {
                 s.hints.default_container_logs = boolean(&mut errors).unwrap_or(true)
             }
+            "hints.allowed_hosts" => {
+                s.hints.allowed_hosts = names(&mut errors).unwrap_or_default()
+            }
             "prefix" => match text() {
                 Some(p) if !p.is_empty() => s.hints.prefix = p,
                 _ => errors.push(format!("{at} must be an annotation prefix, e.g. co.elastic")),

@@ -342,3 +342,62 @@ fn a_failing_input_is_restarted_with_backoff_and_reported() -> Result<()> {
     assert_eq!(counts, (1..=counts.len() as u64).collect::<Vec<_>>());
     Ok(())
 }
+
+/// An `exec` child gets none of the agent's environment but what the
+/// policy names: `ES_PASSWORD`, which the agent has for its output, is
+/// not there unless passed. What the child prints on stderr is logged
+/// with the policy's secrets redacted, also the one the policy passed it.
+#[test]
+fn an_exec_child_gets_no_secret_it_was_not_given_and_its_stderr_is_redacted() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    let secret = "pw-of-the-output-4417";
+    std::fs::write(
+        &policy,
+        format!(
+            r#"outputs:
+  default: {{type: file, path: '{}', filename: events}}
+  es:
+    type: elasticsearch
+    hosts: ['http://127.0.0.1:9']
+    username: elastic
+    password: ${{env.ES_PASSWORD}}
+inputs:
+  - id: inherits
+    type: exec
+    command: [sh, -c, 'echo "inherited:${{ES_PASSWORD:-nothing}}"; sleep 300']
+  - id: given
+    type: exec
+    env: {{PW: '${{env.ES_PASSWORD}}'}}
+    command: [sh, -c, 'echo "on stderr: $PW" >&2; echo printed; sleep 300']
+"#,
+            out.display()
+        ),
+    )?;
+    let mut agent = AgentProc::spawn_with_env(
+        &policy,
+        Path::new("/nonexistent"),
+        1,
+        "default",
+        &out,
+        &[("ES_PASSWORD", secret.to_string())],
+    )?;
+    agent.wait_ready()?;
+    wait_message(
+        &out,
+        "inherits",
+        "inherited:nothing",
+        0,
+        Duration::from_secs(10),
+    )?;
+    wait_message(&out, "given", "printed", 0, Duration::from_secs(10))?;
+    let line = agent.wait_log("on stderr:", Duration::from_secs(10))?;
+    assert!(line.contains("[redacted]"), "{line}");
+    agent.stop_cleanly()?;
+    let log = agent.log();
+    assert!(!log.contains(secret), "the secret in the log:\n{log}");
+    let events = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+    assert!(!events.contains(secret), "{events}");
+    Ok(())
+}

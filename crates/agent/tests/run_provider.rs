@@ -332,7 +332,7 @@ inputs:
   - id: hinted-web-${{kubernetes.hints.container_id}}
     type: exec
     condition: ${{kubernetes.hints.web.access.enabled}} == true or ${{kubernetes.hints.web.enabled}} == true
-    command: [sh, -c, 'echo period=${{kubernetes.hints.web.access.period|"10s"}}; exec sleep 600']
+    command: [sh, -c, 'echo period=$1; exec sleep 600', sh, '${{kubernetes.hints.web.access.period|"10s"}}']
   - id: hinted-logs-${{kubernetes.hints.container_id}}
     type: exec
     condition: ${{kubernetes.hints.container_logs.enabled}} == true
@@ -483,4 +483,246 @@ inputs:
     }
     nodes.delete(&node, &DeleteParams::default()).await?;
     Ok(())
+}
+
+/// Sets the status of Pod `name`'s container `c` as a kubelet would:
+/// running as container `id` after `restarts` restarts.
+async fn set_container(pods: &Api<Pod>, name: &str, id: &str, restarts: u32) -> Result<()> {
+    pods.patch_status(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"containerStatuses": [{
+            "name": "c", "containerID": format!("containerd://{id}"), "image": "none",
+            "imageID": "", "ready": true, "restartCount": restarts}]}})),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The `message`s of the events written so far, each with its file's
+/// directory name (`a`, `b`).
+fn messages_by_dir(out: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(out.join("events.ndjson")).unwrap_or_default();
+    complete_lines(&text)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|e| {
+            let path = e["log"]["file"]["path"].as_str().unwrap_or("").to_string();
+            let dir = std::path::Path::new(&path)
+                .parent()
+                .and_then(|p| p.file_name())
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (dir, e["message"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+/// A container restarts (a new container id in the Pod's status): what
+/// it wrote last before it went (the crash trace) is shipped, once, by
+/// the old input reading its file to its end, while the new container's
+/// file is read by its own. Both when the stream id names the container
+/// (Elastic's template: the new input starts at once beside the drain)
+/// and when it does not (the new input shares the registry and waits
+/// for the drain). The readers idle for 30 s between polls, so only the
+/// drain can read the trace before they are stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_containers_last_lines_are_read_to_the_end_once() -> Result<()> {
+    let (plane, admin, ns, node) = readable_namespace("restart", &["pods"]).await?;
+    objects::create(
+        &admin,
+        Some(&ns),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app"},
+               "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                        "containers": [{"name": "c", "image": "none"}]}}),
+    )
+    .await?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    set_container(&pods, "app", "0aaa", 0).await?;
+    let dir = tempfile::tempdir()?;
+    let (out, logs) = (dir.path().join("out"), dir.path().join("logs"));
+    let write = |sub: &str, id: &str, lines: &[&str]| -> Result<()> {
+        use std::io::Write;
+        std::fs::create_dir_all(logs.join(sub))?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(sub).join(format!("app-{id}.log")))?;
+        for l in lines {
+            writeln!(f, "{l}")?;
+        }
+        Ok(())
+    };
+    for sub in ["a", "b"] {
+        write(sub, "0aaa", &["first-1", "first-2"])?;
+    }
+    // The drain is bounded by `cleanup_timeout`.
+    let cleanup_s = 10;
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes: {{node: {node}, namespace: {ns}, cleanup_timeout: {cleanup_s}s}}
+outputs:
+  default: {{type: file, path: '{out}', filename: events}}
+inputs:
+  - id: a-${{kubernetes.pod.name}}
+    type: filestream
+    streams:
+      - id: a-${{kubernetes.pod.name}}-${{kubernetes.container.id}}
+        paths: ['{logs}/a/*-${{kubernetes.container.id}}.log']
+        backoff.init: 30s
+        backoff.max: 30s
+  - id: b-${{kubernetes.pod.name}}
+    type: filestream
+    streams:
+      - id: b-${{kubernetes.pod.name}}
+        paths: ['{logs}/b/*-${{kubernetes.container.id}}.log']
+        backoff.init: 30s
+        backoff.max: 30s
+"#,
+            out = out.display(),
+            logs = logs.display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    let want_first: Vec<(String, String)> = ["a", "b"]
+        .iter()
+        .flat_map(|d| ["first-1", "first-2"].map(|m| (d.to_string(), m.to_string())))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while messages_by_dir(&out).len() < want_first.len() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "first lines not shipped: {:?}; log: {}",
+            messages_by_dir(&out),
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The container crashes: its last words, then the kubelet's restart.
+    for sub in ["a", "b"] {
+        write(sub, "0aaa", &["trace-1", "trace-2 without its newline"])?;
+        // A crash trace may end without a newline.
+        let path = logs.join(sub).join("app-0aaa.log");
+        let text = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, text.trim_end_matches('\n'))?;
+        write(sub, "0bbb", &["second-1"])?;
+    }
+    set_container(&pods, "app", "0bbb", 1).await?;
+    let mut want: Vec<(String, String)> = ["a", "b"]
+        .iter()
+        .flat_map(|d| {
+            [
+                "first-1",
+                "first-2",
+                "trace-1",
+                "trace-2 without its newline",
+                "second-1",
+            ]
+            .map(|m| (d.to_string(), m.to_string()))
+        })
+        .collect();
+    want.sort();
+    let deadline = Instant::now() + Duration::from_secs(cleanup_s + 20);
+    loop {
+        let mut got = messages_by_dir(&out);
+        got.sort();
+        if got.len() >= want.len() {
+            assert_eq!(got, want, "each line once; log: {}", agent.log());
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "shipped {got:?}, want {want:?}; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The new container's inputs run, one each.
+    let uid = pods.get("app").await?.metadata.uid.context("uid")?;
+    let mut running = running_inputs(&agent, "")?;
+    running.sort();
+    assert_eq!(
+        running,
+        vec![
+            format!("a-app-kubernetes-{uid}.c"),
+            format!("b-app-kubernetes-{uid}.c"),
+        ]
+    );
+    Ok(())
+}
+
+/// Two rendered inputs whose streams have one id would share a registry:
+/// the second is not started, and `/status` says why, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_input_with_a_stream_id_already_taken_is_refused_naming_both() -> Result<()> {
+    let (plane, admin, ns, node) = readable_namespace("sameid", &["pods"]).await?;
+    for name in ["one", "two"] {
+        objects::create(
+            &admin,
+            Some(&ns),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                   "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                            "containers": [{"name": "c", "image": "none"}]}}),
+        )
+        .await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes: {{node: {node}, namespace: {ns}}}
+outputs:
+  default: {{type: file, path: '{}', filename: events}}
+inputs:
+  - id: logs-${{kubernetes.pod.name}}
+    type: filestream
+    streams:
+      - id: pod-logs
+        paths: ['{}/${{kubernetes.pod.uid}}/*.log']
+"#,
+            out.display(),
+            dir.path().join("none").display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = agent.status()?;
+        let running = running_inputs(&agent, "logs-")?;
+        let dropped: Vec<(String, String)> = status["inputs"]["dropped"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                (
+                    d["id"].as_str().unwrap_or("").to_string(),
+                    d["reason"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .filter(|(id, _)| id.starts_with("logs-"))
+            .collect();
+        if running.len() == 1 && dropped.len() == 1 {
+            let (refused, reason) = &dropped[0];
+            assert_ne!(refused, &running[0]);
+            assert!(reason.contains("`pod-logs`"), "{reason}");
+            assert!(reason.contains(&format!("`{}`", running[0])), "{reason}");
+            assert!(
+                agent.log().contains("input not started"),
+                "the refusal is logged: {}",
+                agent.log()
+            );
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "running {running:?}, dropped {dropped:?}; log: {}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

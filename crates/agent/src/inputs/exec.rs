@@ -23,6 +23,13 @@ use crate::pipeline::publisher::{EventSink, Refused};
 /// Longest stdout line turned into one event, in bytes.
 pub const MAX_LINE: usize = 1024 * 1024;
 
+/// The agent's own variables a child gets: where programs are, a home,
+/// the locale and the time zone.
+pub const INHERITED_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+
+/// `PATH` when the agent has none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
 /// How each stdout line becomes an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventsMode {
@@ -122,10 +129,31 @@ impl Exec {
         })
     }
 
+    /// The child's whole environment: the few variables of the agent's
+    /// own that any program expects ([`INHERITED_ENV`], a default `PATH`
+    /// when the agent has none), then the policy's `env`. Nothing else of
+    /// the agent's: its environment holds the output credentials
+    /// (`ES_PASSWORD`), which a child gets only when the policy names them.
+    fn child_env(&self, agent: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = INHERITED_ENV
+            .iter()
+            .filter_map(|k| Some((k.to_string(), agent(k)?)))
+            .collect();
+        if !env.iter().any(|(k, _)| k == "PATH") {
+            env.push(("PATH".into(), DEFAULT_PATH.into()));
+        }
+        for (k, v) in &self.env {
+            env.retain(|(e, _)| e != k);
+            env.push((k.clone(), v.clone()));
+        }
+        env
+    }
+
     fn spawn(&self) -> Result<Child, String> {
         let mut cmd = Command::new(&self.command[0]);
         cmd.args(&self.command[1..])
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env_clear()
+            .envs(self.child_env(|k| std::env::var(k).ok()))
             .stdin(Stdio::null())
             .stdout(if self.events == EventsMode::None {
                 Stdio::null()
@@ -163,7 +191,7 @@ impl Exec {
         let pgid = child.id().map(|p| p as i32);
         if let Some(stderr) = child.stderr.take() {
             let id = ctx.sink.input_id().to_string();
-            tokio::spawn(log_stderr(id, stderr));
+            tokio::spawn(log_stderr(id, stderr, ctx.redactor.clone()));
         }
         let stdout = child.stdout.take();
         let mut lines = stdout.map(BufReader::new);
@@ -326,11 +354,18 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
     }
 }
 
-async fn log_stderr(input: String, stderr: tokio::process::ChildStderr) {
+/// Logs each line the child writes to stderr, with the policy's secrets
+/// and URL credentials redacted (a child may print what it was given).
+async fn log_stderr(
+    input: String,
+    stderr: tokio::process::ChildStderr,
+    redactor: crate::redact::Redactor,
+) {
     let mut r = BufReader::new(stderr);
     let mut buf = Vec::new();
     while let Ok(Some(_)) = read_line_capped(&mut r, &mut buf, 16 * 1024).await {
-        tracing::warn!(input = %input, "stderr: {}", String::from_utf8_lossy(trim_newline(&buf)));
+        let line = redactor.redact(&String::from_utf8_lossy(trim_newline(&buf)));
+        tracing::warn!(input = %input, "stderr: {line}");
     }
 }
 
@@ -494,6 +529,8 @@ mod tests {
         let ctx = InputContext {
             sink,
             cancel: cancel.clone(),
+            finish: Default::default(),
+            redactor: Default::default(),
             stop_grace: Duration::from_secs(5),
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
@@ -531,6 +568,8 @@ mod tests {
         let ctx = InputContext {
             sink,
             cancel: cancel.clone(),
+            finish: Default::default(),
+            redactor: Default::default(),
             stop_grace: grace,
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
@@ -558,6 +597,8 @@ mod tests {
         let ctx = InputContext {
             sink: sink.clone(),
             cancel: term.child_token(),
+            finish: Default::default(),
+            redactor: Default::default(),
             stop_grace: Duration::from_secs(1),
             cluster: Default::default(),
             registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
@@ -588,6 +629,94 @@ mod tests {
             assert!(
                 v["@timestamp"].as_str().unwrap() <= ended.as_str(),
                 "event after the term ended: {line}"
+            );
+        }
+    }
+    #[test]
+    fn a_child_gets_the_locale_path_and_home_and_the_policys_env_only() {
+        let e = Exec {
+            command: vec!["env".into()],
+            env: vec![
+                ("LANG".into(), "C".into()),
+                ("TOKEN".into(), "given".into()),
+            ],
+            working_directory: None,
+            events: EventsMode::Lines,
+        };
+        let agent = |k: &str| match k {
+            "HOME" => Some("/root".to_string()),
+            "LANG" => Some("en_US.UTF-8".to_string()),
+            "ES_PASSWORD" => Some("s3cret".to_string()),
+            _ => None,
+        };
+        let mut got = e.child_env(agent);
+        got.sort();
+        let want: Vec<(String, String)> = [
+            ("HOME", "/root"),
+            ("LANG", "C"),
+            ("PATH", DEFAULT_PATH),
+            ("TOKEN", "given"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            got, want,
+            "the policy's env wins; ES_PASSWORD is not passed"
+        );
+    }
+
+    /// The real child's environment: this test process has many
+    /// variables (CARGO_*, the runner's), none of which it sees.
+    #[tokio::test]
+    async fn a_real_child_sees_no_variable_of_the_agents_but_the_few_it_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Arc::new(Exec {
+            command: vec!["env".into()],
+            env: vec![("FROM_POLICY".into(), "yes".into())],
+            working_directory: None,
+            events: EventsMode::Lines,
+        });
+        let (outputs, sink) = sink(dir.path(), None);
+        let ctx = InputContext {
+            sink,
+            cancel: Default::default(),
+            finish: Default::default(),
+            redactor: Default::default(),
+            stop_grace: Duration::from_secs(1),
+            cluster: Default::default(),
+            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
+            health: Default::default(),
+        };
+        let r = tokio::time::timeout(Duration::from_secs(10), e.run(ctx))
+            .await
+            .expect("env ends");
+        assert!(r.is_err_and(|e| e.contains("exited")));
+        outputs
+            .shutdown(tokio::time::Instant::now() + Duration::from_secs(5))
+            .await;
+        let text = std::fs::read_to_string(dir.path().join("leasehold.ndjson")).unwrap();
+        let mut names: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Json>(l).unwrap()["message"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .map(|m| m.split('=').next().unwrap().to_string())
+            .collect();
+        names.sort();
+        assert!(names.contains(&"FROM_POLICY".to_string()), "{names:?}");
+        assert!(names.contains(&"PATH".to_string()), "{names:?}");
+        assert!(
+            std::env::vars().any(|(k, _)| k.starts_with("CARGO")),
+            "the test runs under cargo, whose variables the agent has"
+        );
+        for n in &names {
+            assert!(
+                n == "FROM_POLICY" || INHERITED_ENV.contains(&n.as_str()),
+                "the child saw the agent's {n}: {names:?}"
             );
         }
     }

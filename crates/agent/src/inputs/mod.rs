@@ -55,6 +55,12 @@ pub struct InputContext {
     /// Fires when the input must stop (removed, reloaded, step-down,
     /// shutdown).
     pub cancel: CancellationToken,
+    /// Fires when the input is gone for good and nothing else will read
+    /// what it was reading (its container restarted or went): an input
+    /// that keeps state ([`Input::state_keys`]) reads what is there to
+    /// its end, hands it over, then returns `Ok`. `cancel` still fires
+    /// if that takes too long.
+    pub finish: CancellationToken,
     /// How long a child process gets between SIGTERM and SIGKILL.
     pub stop_grace: Duration,
     /// How to reach the cluster, for inputs that read the API.
@@ -63,6 +69,9 @@ pub struct InputContext {
     pub registries: Arc<filestream::registry::Registries>,
     /// Where an input that keeps running says its work fails.
     pub health: InputHealth,
+    /// Keeps the policy's secrets out of what the input logs of others'
+    /// text (a child's stderr).
+    pub redactor: crate::redact::Redactor,
 }
 
 /// How a running input reports that its work fails (a scrape refused
@@ -108,6 +117,14 @@ pub struct ClusterAccess {
 pub trait Input: Send + Sync + 'static {
     /// Runs until `ctx.cancel` fires (then `Ok`), or fails.
     fn run(self: Arc<Self>, ctx: InputContext) -> BoxFuture<'static, Result<(), String>>;
+
+    /// The registries this input resumes from (a filestream's stream
+    /// ids). Two inputs naming the same one would read and delete each
+    /// other's offsets; an input with any is drained, not cut off, when
+    /// it stops for good (see [`InputContext::finish`]).
+    fn state_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// An input ready to run, with the settings the runtime handles itself.

@@ -15,9 +15,10 @@ pub mod elections;
 pub mod kubernetes;
 pub mod providers;
 pub mod reconcile;
+pub mod state_claims;
 pub mod supervisor;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -245,9 +246,23 @@ fn kubernetes_settings(
 /// went) its id, whose metrics and registries are forgotten once it ended.
 struct Stopping {
     join: JoinHandle<()>,
+    cancel: CancellationToken,
     abandon: CancellationToken,
     until: Instant,
     forget: Option<String>,
+    /// Reading its files to their ends: the registries it holds until it
+    /// ended (an input naming one waits), and when it is cut off.
+    draining: Option<(Vec<String>, Instant)>,
+}
+
+/// How an input is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopHow {
+    /// At once.
+    Now,
+    /// After reading its files to their ends (at most the provider's
+    /// `cleanup_timeout`); a successor naming its registries waits.
+    Drain,
 }
 
 /// One running input instance.
@@ -256,7 +271,10 @@ struct Running {
     spec: InputSpec,
     /// Rendered from a provider's mapping: gone for good when stopped.
     dynamic: bool,
+    /// The registries it resumes from ([`inputs::Input::state_keys`]).
+    keys: Vec<String>,
     cancel: CancellationToken,
+    finish: CancellationToken,
     abandon: CancellationToken,
     join: JoinHandle<()>,
     grace: Duration,
@@ -274,6 +292,8 @@ pub struct Agent {
     connections: HashMap<Option<String>, Connection>,
     running: HashMap<String, Running>,
     stopping: Vec<Stopping>,
+    /// Inputs refused for a registry another owns, logged once each.
+    warned_conflicts: HashSet<String>,
     board: StatusBoard,
     metrics: AgentMetrics,
     election_metrics: Arc<SimpleMetrics>,
@@ -363,6 +383,7 @@ impl Agent {
             connections: HashMap::new(),
             running: HashMap::new(),
             stopping: Vec::new(),
+            warned_conflicts: HashSet::new(),
             board,
             metrics,
             election_metrics,
@@ -884,13 +905,25 @@ impl Agent {
                 ri.fields.clone(),
             ));
         }
+        let desired = self.refuse_shared_registries(desired, &mut dropped);
+        let claimed: HashSet<String> = desired
+            .iter()
+            .flat_map(|(_, s, _)| s.input.state_keys())
+            .collect();
         let running: Vec<Instance> = self.running.values().map(|r| r.instance.clone()).collect();
         let wanted: Vec<Instance> = desired.iter().map(|(i, _, _)| i.clone()).collect();
         for action in reconcile::plan(&wanted, &running) {
             match action {
-                Action::Stop(id) => self.stop_input_for_good(&id),
+                Action::Stop(id) => {
+                    let how = self.how_to_stop(&id, &claimed);
+                    self.stop(&id, how, true);
+                }
                 Action::Restart(id) => {
-                    self.stop_input(&id);
+                    // Its successor reads other files (another container)
+                    // or, naming the same registries, waits for the drain
+                    // and reads on from the same offsets (`start_input`).
+                    let how = self.how_to_stop(&id, &HashSet::new());
+                    self.stop(&id, how, false);
                     if let Some((i, s, f)) = desired.iter().find(|(i, _, _)| i.id == id) {
                         self.start_input(i.clone(), s.clone(), f.as_ref());
                     }
@@ -905,7 +938,94 @@ impl Agent {
         self.board.set_dropped(dropped);
     }
 
+    /// Takes out of `desired` every input naming a registry another one
+    /// owns ([`state_claims::conflicts`]), into `dropped`, logging each
+    /// conflict once.
+    fn refuse_shared_registries(
+        &mut self,
+        desired: Vec<(Instance, InputSpec, Option<Value>)>,
+        dropped: &mut Vec<DroppedInput>,
+    ) -> Vec<(Instance, InputSpec, Option<Value>)> {
+        let keys: Vec<Vec<String>> = desired
+            .iter()
+            .map(|(_, s, _)| s.input.state_keys())
+            .collect();
+        let claims: Vec<state_claims::Claim<'_>> = desired
+            .iter()
+            .zip(&keys)
+            .map(|((i, _, _), k)| state_claims::Claim {
+                id: &i.id,
+                keys: k,
+                running: self.running.contains_key(&i.id),
+            })
+            .collect();
+        let conflicts = state_claims::conflicts(&claims);
+        if conflicts.is_empty() {
+            self.warned_conflicts.clear();
+            return desired;
+        }
+        let mut refused: HashMap<usize, String> = HashMap::new();
+        let mut warned = HashSet::new();
+        for c in conflicts {
+            let id = &desired[c.index].0.id;
+            if !self.warned_conflicts.contains(id) {
+                tracing::error!(input = %id, "input not started: {}", c.reason);
+            }
+            warned.insert(id.clone());
+            refused.insert(c.index, c.reason);
+        }
+        self.warned_conflicts = warned;
+        let mut kept = Vec::with_capacity(desired.len());
+        for (n, d) in desired.into_iter().enumerate() {
+            match refused.remove(&n) {
+                Some(reason) => dropped.push(DroppedInput {
+                    id: d.0.id.clone(),
+                    reason,
+                }),
+                None => kept.push(d),
+            }
+        }
+        kept
+    }
+
+    /// [`StopHow::Drain`] when running input `id` is to read its files
+    /// to their ends first ([`state_claims::drains`]), `claimed` being
+    /// the registries of the inputs that stay or start.
+    fn how_to_stop(&self, id: &str, claimed: &HashSet<String>) -> StopHow {
+        let claimed: HashSet<&str> = claimed.iter().map(String::as_str).collect();
+        match self.running.get(id) {
+            Some(r)
+                if state_claims::drains(
+                    r.dynamic,
+                    r.instance.binding.is_some(),
+                    &r.keys,
+                    &claimed,
+                ) =>
+            {
+                StopHow::Drain
+            }
+            _ => StopHow::Now,
+        }
+    }
+
+    /// How long a drained input may read on: the provider's
+    /// `cleanup_timeout`, the time a deleted Pod's inputs already get.
+    fn drain_limit(&self) -> Duration {
+        self.loaded
+            .kubernetes
+            .as_ref()
+            .map_or(kubernetes::settings::DEFAULT_CLEANUP_TIMEOUT, |k| {
+                k.cleanup_timeout
+            })
+    }
+
     fn start_input(&mut self, instance: Instance, spec: InputSpec, fields: Option<&Value>) {
+        let keys = spec.input.state_keys();
+        if let Some(held) = self.held_by_draining(&keys) {
+            // Started by the reconcile after that drain ended.
+            tracing::debug!(input = %instance.id, registry = %held, "input waits for its predecessor to read its files to their ends");
+            return;
+        }
         let Some(sender) = self.outputs.sender(&spec.use_output) else {
             return;
         };
@@ -958,11 +1078,14 @@ impl Agent {
             Some(p) => sink.with_processors(Arc::clone(p), &spec.data_stream.dataset),
             None => sink,
         };
+        let finish = CancellationToken::new();
         let sup = Supervised {
             id: instance.id.clone(),
             spec: spec.clone(),
             sink,
             cancel: cancel.clone(),
+            finish: finish.clone(),
+            redactor: self.loaded.redactor.clone(),
             stop_grace: grace,
             cluster: inputs::ClusterAccess {
                 kubeconfig: self.opts.kubeconfig.clone(),
@@ -986,7 +1109,9 @@ impl Agent {
                 instance,
                 spec,
                 dynamic: fields.is_some(),
+                keys,
                 cancel,
+                finish,
                 abandon,
                 join,
                 grace,
@@ -995,44 +1120,74 @@ impl Agent {
     }
 
     fn stop_input(&mut self, id: &str) {
-        self.stop(id, false);
+        self.stop(id, StopHow::Now, false);
     }
 
-    /// Stops `id`, no longer desired; a dynamic input's metrics and
-    /// registries are forgotten once it ended (its container is gone).
-    fn stop_input_for_good(&mut self, id: &str) {
-        self.stop(id, true);
-    }
-
-    fn stop(&mut self, id: &str, for_good: bool) {
+    /// Stops `id`; a dynamic input stopped `for_good` has its metrics and
+    /// registries forgotten once it ended (its container is gone).
+    fn stop(&mut self, id: &str, how: StopHow, for_good: bool) {
         if let Some(r) = self.running.remove(id) {
-            r.cancel.cancel();
-            tracing::info!(input = %id, r#type = %r.spec.type_name, "input stopped");
+            let now = Instant::now();
+            let draining = if how == StopHow::Drain {
+                r.finish.cancel();
+                tracing::info!(input = %id, r#type = %r.spec.type_name, "input stopping: reading its files to their ends first");
+                Some((r.keys.clone(), now + self.drain_limit()))
+            } else {
+                r.cancel.cancel();
+                tracing::info!(input = %id, r#type = %r.spec.type_name, "input stopped");
+                None
+            };
             self.board.input_stopped(id);
+            let cut_at = draining.as_ref().map_or(now, |(_, at)| *at);
             // A stopping input may wait for queue room only a while.
             self.stopping.push(Stopping {
                 join: r.join,
+                cancel: r.cancel,
                 abandon: r.abandon,
-                until: Instant::now() + r.grace * 2,
+                until: cut_at + r.grace * 2,
                 forget: (for_good && r.dynamic).then(|| id.to_string()),
+                draining,
             });
         }
+    }
+
+    /// A registry of `keys` that a draining input still holds.
+    fn held_by_draining(&self, keys: &[String]) -> Option<String> {
+        self.stopping
+            .iter()
+            .filter(|s| !s.join.is_finished())
+            .filter_map(|s| s.draining.as_ref())
+            .flat_map(|(held, _)| held.iter())
+            .find(|h| keys.contains(h))
+            .cloned()
     }
 
     fn prune_stopping(&mut self) {
         let now = Instant::now();
         let mut ended = Vec::new();
+        let mut drained = false;
         self.stopping.retain_mut(|s| {
+            if let Some((_, cut_at)) = &s.draining
+                && now >= *cut_at
+            {
+                s.cancel.cancel();
+            }
             if now >= s.until {
                 s.abandon.cancel();
             }
             if s.join.is_finished() {
                 ended.extend(s.forget.take());
+                drained |= s.draining.is_some();
                 false
             } else {
                 true
             }
         });
+        if drained {
+            // Inputs waiting for those registries start now, before any
+            // is forgotten.
+            self.reconcile();
+        }
         for id in ended {
             // Started again meanwhile (its pod came back): keep.
             if self.running.contains_key(&id) {
@@ -1113,6 +1268,10 @@ impl Agent {
             self.stop_input(&id);
         }
         let inputs_until = deadline - reserve;
+        for s in &self.stopping {
+            // Shutting down: no more reading to the end.
+            s.cancel.cancel();
+        }
         for Stopping { join, abandon, .. } in std::mem::take(&mut self.stopping) {
             let mut join = join;
             tokio::select! {

@@ -44,6 +44,10 @@ pub struct Supervised {
     pub sink: EventSink,
     /// Stops the input for good.
     pub cancel: CancellationToken,
+    /// Asks it to finish what it was reading, then stop for good.
+    pub finish: CancellationToken,
+    /// The policy's secrets, kept out of what the input logs.
+    pub redactor: crate::redact::Redactor,
     /// SIGTERM → SIGKILL grace of child processes.
     pub stop_grace: Duration,
     /// Cluster access for API-reading inputs.
@@ -65,17 +69,19 @@ pub async fn supervise(s: Supervised) {
     let mut failures: u32 = 0;
     s.metrics.input_started();
     loop {
-        if s.cancel.is_cancelled() || s.sink.term_ended() {
+        if s.stopped() {
             break;
         }
         let started = Instant::now();
         let ctx = InputContext {
             sink: s.sink.clone(),
             cancel: s.cancel.clone(),
+            finish: s.finish.clone(),
             stop_grace: s.stop_grace,
             cluster: s.cluster.clone(),
             registries: Arc::clone(&s.registries),
             health: crate::inputs::InputHealth::new(s.board.clone(), &s.id),
+            redactor: s.redactor.clone(),
         };
         let input = Arc::clone(&s.spec.input);
         // A task of its own, so a panic is caught and reported.
@@ -84,7 +90,7 @@ pub async fn supervise(s: Supervised) {
             Err(e) if e.is_panic() => Err(format!("input panicked: {}", panic_text(e))),
             Err(_) => Err("input task was aborted".into()),
         };
-        if s.cancel.is_cancelled() || s.sink.term_ended() {
+        if s.stopped() {
             break;
         }
         let error = result
@@ -109,12 +115,20 @@ pub async fn supervise(s: Supervised) {
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = s.cancel.cancelled() => break,
+            () = s.finish.cancelled() => break,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
         s.board.input_restarted(&s.id);
         s.metrics.input_restarted(&s.id);
     }
     s.metrics.input_stopped();
+}
+
+impl Supervised {
+    /// Asked to stop (at once or after finishing), or its term ended.
+    fn stopped(&self) -> bool {
+        self.cancel.is_cancelled() || self.finish.is_cancelled() || self.sink.term_ended()
+    }
 }
 
 fn panic_text(e: tokio::task::JoinError) -> String {

@@ -8,6 +8,7 @@
 //! checker is in `lint::condition`.
 
 mod condition;
+mod stream_ids;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -282,7 +283,26 @@ pub fn check(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
     };
     crate::providers::check(policy, sample, &mut c.report);
     c.inputs_section();
+    stream_ids::check(policy, &mut c.report);
+    exec_scripts(policy, &mut c.report);
     let mut out = c.report.out;
     out.sort_by_key(|d| d.pos);
     out
+}
+
+/// Warns about `exec` commands that would run a Pod's values as code
+/// ([`crate::exec_script`]); the agent does not run them.
+fn exec_scripts(policy: &Policy, report: &mut Report<'_>) {
+    use crate::exec_script::{CodeFromPod, POD_PROVIDER, code_from_pod};
+    let provider = policy.default_provider();
+    for input in policy.inputs() {
+        if let Some(c) = code_from_pod(input, POD_PROVIDER, &provider) {
+            report.push(
+                Severity::Warning,
+                c.pos,
+                format!("{}; the agent does not run this input", c.message()),
+                Some(CodeFromPod::hint().into()),
+            );
+        }
+    }
 }

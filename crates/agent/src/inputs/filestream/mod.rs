@@ -93,7 +93,10 @@ impl Input for Filestream {
                     Arc::clone(s),
                     registry,
                     sink,
-                    ctx.cancel.clone(),
+                    Stop {
+                        cancel: ctx.cancel.clone(),
+                        finish: ctx.finish.clone(),
+                    },
                     metrics,
                 ));
             }
@@ -107,14 +110,27 @@ impl Input for Filestream {
             result
         })
     }
+
+    fn state_keys(&self) -> Vec<String> {
+        self.streams.iter().map(|s| s.id.clone()).collect()
+    }
 }
 
-/// Scans and reads one stream until cancelled.
+/// How a stream is told to stop: at once (`cancel`), or after reading
+/// each file to its end (`finish`).
+struct Stop {
+    cancel: CancellationToken,
+    finish: CancellationToken,
+}
+
+/// Scans and reads one stream until cancelled, or until finished: then
+/// the files found by one last scan are read to their ends, and it
+/// returns once every reader did.
 async fn prospect(
     s: Arc<StreamSettings>,
     reg: Arc<StreamRegistry>,
     sink: EventSink,
-    cancel: CancellationToken,
+    stop: Stop,
     metrics: registry::StreamMetrics,
 ) -> Result<(), String> {
     let mut readers: JoinSet<(FileId, Result<Closed, String>)> = JoinSet::new();
@@ -132,17 +148,27 @@ async fn prospect(
                 id: f.id,
                 cursor,
                 sink: sink.clone(),
-                cancel: cancel.child_token(),
+                cancel: stop.cancel.child_token(),
+                finish: stop.finish.clone(),
                 metrics: metrics.clone(),
             };
             reading.insert(f.id, f.path);
             readers.spawn(async move { (reader.id, reader.run().await) });
         }
+        if stop.finish.is_cancelled() {
+            // The last scan's files are started: wait for every reader.
+            while let Some(joined) = readers.join_next().await {
+                if let Ok((id, r)) = joined {
+                    report(&s, reading.get(&id), r);
+                }
+            }
+            return Ok(());
+        }
         let next_scan = tokio::time::Instant::now() + s.check_interval;
         loop {
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => {
+                () = stop.cancel.cancelled() => {
                     while let Some(joined) = readers.join_next().await {
                         if let Ok((id, r)) = joined {
                             report(&s, reading.get(&id), r);
@@ -150,6 +176,8 @@ async fn prospect(
                     }
                     return Ok(());
                 }
+                // One last scan, then wait for the readers.
+                () = stop.finish.cancelled() => break,
                 Some(joined) = readers.join_next() => {
                     if let Ok((id, r)) = joined {
                         report(&s, reading.get(&id), r);
@@ -207,6 +235,9 @@ fn report(s: &StreamSettings, path: Option<&String>, r: Result<Closed, String>) 
     let path = path.map_or("", String::as_str);
     match r {
         Ok(Closed::Cancelled | Closed::Refused) => {}
+        Ok(Closed::Finished) => {
+            tracing::debug!(stream = %s.id, path, "file read to its end before the input stopped for good");
+        }
         Ok(why) => tracing::debug!(stream = %s.id, path, reason = ?why, "file closed"),
         Err(e) => {
             tracing::warn!(stream = %s.id, path, error = %e, "file closed after an error; it is opened again at the next scan")

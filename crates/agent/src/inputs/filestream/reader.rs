@@ -55,6 +55,8 @@ pub enum Closed {
     Replaced,
     /// The output refused an event (the input is stopping).
     Refused,
+    /// Read to its end after the input was asked to finish.
+    Finished,
 }
 
 /// One file to read.
@@ -65,6 +67,10 @@ pub struct Reader {
     pub cursor: Arc<Cursor>,
     pub sink: EventSink,
     pub cancel: CancellationToken,
+    /// Fired: nothing else will read this file; read it to its end,
+    /// hand over what is held (a last line without its newline, a
+    /// multiline event), then close.
+    pub finish: CancellationToken,
     pub metrics: super::registry::StreamMetrics,
 }
 
@@ -194,10 +200,16 @@ impl Reader {
             if let Some(closed) = self.emit_all(&f, due).await {
                 return Ok(closed);
             }
+            if self.finish.is_cancelled() {
+                if let Some(c) = self.hand_over(&mut f).await {
+                    return Ok(c);
+                }
+                return Ok(Closed::Finished);
+            }
             if let Some(closed) = self.at_end(&mut f, last_data)? {
                 if matches!(closed, Closed::Removed | Closed::Renamed) {
                     // Nothing more will come: hand over what is held.
-                    if let Some(c) = self.finish(&mut f).await {
+                    if let Some(c) = self.hand_over(&mut f).await {
                         return Ok(c);
                     }
                 }
@@ -206,6 +218,8 @@ impl Reader {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return Ok(Closed::Cancelled),
+                // Read what was written meanwhile, then finish.
+                () = self.finish.cancelled() => {}
                 () = tokio::time::sleep(backoff) => {}
             }
             after_pause = true;
@@ -315,7 +329,7 @@ impl Reader {
     }
 
     /// Everything held back, and a last line without its newline.
-    async fn finish(&self, f: &mut Follow) -> Option<Closed> {
+    async fn hand_over(&self, f: &mut Follow) -> Option<Closed> {
         let mut msgs = Vec::new();
         if !f.line.is_empty() {
             msgs = self.complete_line(f);

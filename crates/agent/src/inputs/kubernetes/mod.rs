@@ -207,10 +207,12 @@ impl Input for KubernetesMetrics {
         let events_ctx = InputContext {
             sink: ctx.sink.with_data_stream(&ds),
             cancel: ctx.cancel.clone(),
+            finish: ctx.finish.clone(),
             stop_grace: ctx.stop_grace,
             cluster: ctx.cluster.clone(),
             registries: Arc::clone(&ctx.registries),
             health: ctx.health.clone(),
+            redactor: ctx.redactor.clone(),
         };
         if self.streams.is_empty() {
             return events.run(events_ctx);

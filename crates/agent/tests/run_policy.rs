@@ -366,7 +366,7 @@ fn an_exec_child_gets_no_secret_it_was_not_given_and_its_stderr_is_redacted() ->
 inputs:
   - id: inherits
     type: exec
-    command: [sh, -c, 'echo "inherited:${{ES_PASSWORD:-nothing}}"; sleep 300']
+    command: [sh, -c, 'echo "inherited:$${{ES_PASSWORD:-nothing}}"; sleep 300']
   - id: given
     type: exec
     env: {{PW: '${{env.ES_PASSWORD}}'}}

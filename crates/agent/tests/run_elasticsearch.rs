@@ -120,6 +120,28 @@ fn dead_host() -> Result<String> {
     Ok(format!("http://127.0.0.1:{port}"))
 }
 
+/// Waits until `index` holds `count` documents (reading `fields`) and
+/// returns their `n`, sorted.
+fn wait_numbered(
+    sink: &TestSink,
+    index: &str,
+    fields: &[&str],
+    count: usize,
+    within: Duration,
+) -> Result<Vec<u64>> {
+    let docs = wait_docs(
+        sink,
+        index,
+        fields,
+        within,
+        &format!("{count} documents indexed"),
+        |d| d.len() >= count,
+    )?;
+    let mut ns: Vec<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
+    ns.sort_unstable();
+    Ok(ns)
+}
+
 /// A counter in `/metrics` text, 0 when absent.
 fn counter(metrics: &str, line_start: &str) -> u64 {
     metrics
@@ -151,16 +173,13 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
         ),
     )?;
     let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
-    let docs = wait_docs(
+    let ns = wait_numbered(
         &sink,
         "logs-conflict-default",
         &["n", "v"],
+        20,
         Duration::from_secs(30),
-        "20 mappable documents indexed",
-        |d| d.len() >= 20,
     )?;
-    let mut ns: Vec<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
-    ns.sort_unstable();
     let want: Vec<u64> = (1..=10).chain(12..=21).collect();
     assert_eq!(ns, want, "every mappable document, once");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -258,16 +277,13 @@ async fn a_document_larger_than_the_server_accepts_is_dropped_and_the_rest_deliv
         ),
     )?;
     let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
-    let docs = wait_docs(
+    let ns = wait_numbered(
         &sink,
         "logs-sizes-default",
         &["n"],
+        60,
         Duration::from_secs(60),
-        "60 small documents indexed",
-        |d| d.len() >= 60,
     )?;
-    let mut ns: Vec<u64> = docs.iter().filter_map(|d| d["n"].as_u64()).collect();
-    ns.sort_unstable();
     let want: Vec<u64> = (1..=30).chain(32..=61).collect();
     assert_eq!(ns, want, "every document the server accepts, once");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -309,14 +309,7 @@ async fn hints_choose_what_runs_for_each_container() -> Result<()> {
     }
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
     for (name, id) in [("web", "0a1b"), ("plain", "0c2d")] {
-        pods.patch_status(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"status": {"containerStatuses": [{
-                "name": "c", "containerID": format!("containerd://{id}"), "image": "none",
-                "imageID": "", "ready": true, "restartCount": 0}]}})),
-        )
-        .await?;
+        set_container(&pods, name, id, 0).await?;
     }
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");

@@ -24,8 +24,20 @@ use crate::pipeline::publisher::{EventSink, Refused};
 pub const MAX_LINE: usize = 1024 * 1024;
 
 /// The agent's own variables a child gets: where programs are, a home,
-/// the locale and the time zone.
-pub const INHERITED_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+/// the locale, the time zone, and the pod's identity as the Kubernetes
+/// downward API gives it (no secret: `kubectl get pods` shows it).
+pub const INHERITED_ENV: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "HOSTNAME",
+    "POD_NAME",
+    "POD_NAMESPACE",
+    "NODE_NAME",
+];
 
 /// `PATH` when the agent has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -130,8 +142,9 @@ impl Exec {
     }
 
     /// The child's whole environment: the few variables of the agent's
-    /// own that any program expects ([`INHERITED_ENV`], a default `PATH`
-    /// when the agent has none), then the policy's `env`. Nothing else of
+    /// own that any program expects and its pod's identity
+    /// ([`INHERITED_ENV`], a default `PATH` when the agent has none), then
+    /// the policy's `env`. Nothing else of
     /// the agent's: its environment holds the output credentials
     /// (`ES_PASSWORD`), which a child gets only when the policy names them.
     fn child_env(&self, agent: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
@@ -484,6 +497,26 @@ mod tests {
         (outputs, sink)
     }
 
+    /// What the runtime gives an input, with a sink, a stop token and a
+    /// grace; registries under `dir`.
+    fn context(
+        sink: EventSink,
+        cancel: tokio_util::sync::CancellationToken,
+        stop_grace: Duration,
+        dir: &std::path::Path,
+    ) -> InputContext {
+        InputContext {
+            sink,
+            cancel,
+            finish: Default::default(),
+            redactor: Default::default(),
+            stop_grace,
+            cluster: Default::default(),
+            registries: crate::inputs::filestream::registry::Registries::new(dir),
+            health: Default::default(),
+        }
+    }
+
     async fn wait_for_file(path: &std::path::Path) -> String {
         for _ in 0..500 {
             if let Ok(s) = std::fs::read_to_string(path)
@@ -526,16 +559,7 @@ mod tests {
         ));
         let (_outputs, sink) = sink(dir.path(), None);
         let cancel = tokio_util::sync::CancellationToken::new();
-        let ctx = InputContext {
-            sink,
-            cancel: cancel.clone(),
-            finish: Default::default(),
-            redactor: Default::default(),
-            stop_grace: Duration::from_secs(5),
-            cluster: Default::default(),
-            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
-            health: Default::default(),
-        };
+        let ctx = context(sink, cancel.clone(), Duration::from_secs(5), dir.path());
         let run = tokio::spawn(e.run(ctx));
         let pid: i32 = wait_for_file(&pidfile).await.trim().parse().unwrap();
         assert!(alive(pid));
@@ -565,16 +589,7 @@ mod tests {
         let (_outputs, sink) = sink(dir.path(), None);
         let cancel = tokio_util::sync::CancellationToken::new();
         let grace = Duration::from_millis(200);
-        let ctx = InputContext {
-            sink,
-            cancel: cancel.clone(),
-            finish: Default::default(),
-            redactor: Default::default(),
-            stop_grace: grace,
-            cluster: Default::default(),
-            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
-            health: Default::default(),
-        };
+        let ctx = context(sink, cancel.clone(), grace, dir.path());
         let run = tokio::spawn(e.run(ctx));
         wait_for_file(&ready).await;
         let at = tokio::time::Instant::now();
@@ -594,16 +609,12 @@ mod tests {
         let e = exec("while :; do echo tick; sleep 0.01; done");
         let (outputs, sink) = sink(dir.path(), Some(term.clone()));
         // The input's own token is a child of the term's, as the runtime makes it.
-        let ctx = InputContext {
-            sink: sink.clone(),
-            cancel: term.child_token(),
-            finish: Default::default(),
-            redactor: Default::default(),
-            stop_grace: Duration::from_secs(1),
-            cluster: Default::default(),
-            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
-            health: Default::default(),
-        };
+        let ctx = context(
+            sink.clone(),
+            term.child_token(),
+            Duration::from_secs(1),
+            dir.path(),
+        );
         let run = tokio::spawn(e.run(ctx));
         let file = dir.path().join("leasehold.ndjson");
         wait_for_file(&file).await;
@@ -678,16 +689,7 @@ mod tests {
             events: EventsMode::Lines,
         });
         let (outputs, sink) = sink(dir.path(), None);
-        let ctx = InputContext {
-            sink,
-            cancel: Default::default(),
-            finish: Default::default(),
-            redactor: Default::default(),
-            stop_grace: Duration::from_secs(1),
-            cluster: Default::default(),
-            registries: crate::inputs::filestream::registry::Registries::new(dir.path()),
-            health: Default::default(),
-        };
+        let ctx = context(sink, Default::default(), Duration::from_secs(1), dir.path());
         let r = tokio::time::timeout(Duration::from_secs(10), e.run(ctx))
             .await
             .expect("env ends");

@@ -837,24 +837,22 @@ mod tests {
         let h = build(&[("co.elastic.logs/raw", "{}")], "app", &[]);
         assert!(h.refused[0].contains("any file"), "{h:?}");
         // Without `keys_under_root` Filebeat decodes under `json`.
-        let h = build(
-            &[("co.elastic.logs/json.add_error_key", "true")],
-            "app",
-            &[],
-        );
-        assert_eq!(
-            json_of(&h.inputs[0])["streams"][0]["parsers"][1],
-            json!({"ndjson": {"add_error_key": true, "target": "json"}})
-        );
-        let h = build(
-            &[("co.elastic.logs/json.keys_under_root", "false")],
-            "app",
-            &[],
-        );
-        assert_eq!(
-            json_of(&h.inputs[0])["streams"][0]["parsers"][1],
-            json!({"ndjson": {"target": "json"}})
-        );
+        for (hint, ndjson) in [
+            (
+                ("co.elastic.logs/json.add_error_key", "true"),
+                json!({"add_error_key": true, "target": "json"}),
+            ),
+            (
+                ("co.elastic.logs/json.keys_under_root", "false"),
+                json!({"target": "json"}),
+            ),
+        ] {
+            let h = build(&[hint], "app", &[]);
+            assert_eq!(
+                json_of(&h.inputs[0])["streams"][0]["parsers"][1],
+                json!({ "ndjson": ndjson })
+            );
+        }
         // Nothing for logs: nothing taken, nothing built.
         assert_eq!(build(&[], "app", &[]), BeatsHinted::default());
     }

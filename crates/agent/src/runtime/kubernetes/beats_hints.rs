@@ -824,18 +824,7 @@ mod tests {
     }
 
     #[test]
-    fn logs_turned_off_or_asked_of_modules_say_what_happens() {
-        let h = build(&[("co.elastic.logs/enabled", "false")], "app", &[]);
-        assert!(h.logs_taken && h.inputs.is_empty(), "{h:?}");
-        let h = build(&[("co.elastic.logs/disable", "true")], "app", &[]);
-        assert!(h.logs_taken, "Filebeat 6's form");
-        // A module alone: the default container logs stay, and the module
-        // is named as not acted on.
-        let h = build(&[("co.elastic.logs/module", "nginx")], "app", &[]);
-        assert!(!h.logs_taken && h.inputs.is_empty(), "{h:?}");
-        assert!(h.refused[0].contains("co.elastic.logs/module"), "{h:?}");
-        let h = build(&[("co.elastic.logs/raw", "{}")], "app", &[]);
-        assert!(h.refused[0].contains("any file"), "{h:?}");
+    fn json_hints_decode_under_json_unless_keys_under_root() {
         // Without `keys_under_root` Filebeat decodes under `json`.
         for (hint, ndjson) in [
             (
@@ -853,6 +842,21 @@ mod tests {
                 json!({ "ndjson": ndjson })
             );
         }
+    }
+
+    #[test]
+    fn logs_turned_off_or_asked_of_modules_say_what_happens() {
+        let h = build(&[("co.elastic.logs/enabled", "false")], "app", &[]);
+        assert!(h.logs_taken && h.inputs.is_empty(), "{h:?}");
+        let h = build(&[("co.elastic.logs/disable", "true")], "app", &[]);
+        assert!(h.logs_taken, "Filebeat 6's form");
+        // A module alone: the default container logs stay, and the module
+        // is named as not acted on.
+        let h = build(&[("co.elastic.logs/module", "nginx")], "app", &[]);
+        assert!(!h.logs_taken && h.inputs.is_empty(), "{h:?}");
+        assert!(h.refused[0].contains("co.elastic.logs/module"), "{h:?}");
+        let h = build(&[("co.elastic.logs/raw", "{}")], "app", &[]);
+        assert!(h.refused[0].contains("any file"), "{h:?}");
         // Nothing for logs: nothing taken, nothing built.
         assert_eq!(build(&[], "app", &[]), BeatsHinted::default());
     }

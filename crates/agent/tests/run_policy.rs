@@ -401,3 +401,57 @@ inputs:
     assert!(!events.contains(secret), "{events}");
     Ok(())
 }
+
+/// The command line of Elastic's DaemonSet (`args: ["-c", FILE, "-e"]`)
+/// runs the policy, keeping state under `STATE_PATH`; an Elastic Agent
+/// command leasehold has not is refused naming what to use.
+#[test]
+fn elastic_agents_command_line_runs_the_policy_and_its_other_commands_say_what_to_use() -> Result<()>
+{
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let state = dir.path().join("state");
+    let policy = dir.path().join("agent.yml");
+    // Read before the agent writes its first event.
+    std::fs::create_dir_all(&out)?;
+    let log = dir.path().join("app.log");
+    std::fs::write(&log, "hello\n")?;
+    std::fs::write(
+        &policy,
+        format!(
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: hello\n    type: filestream\n    streams:\n      - id: app\n        paths: ['{}']\n",
+            out.display(),
+            log.display()
+        ),
+    )?;
+    let mut child = Command::new(binary())
+        .arg("-c")
+        .arg(&policy)
+        .arg("-e")
+        .env("STATE_PATH", &state)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let shipped = wait_message(&out, "hello", "hello", 0, Duration::from_secs(15));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait()?;
+    shipped?;
+    assert_eq!(status.code(), Some(0));
+    // The file's registry (how far it was read) is state.
+    let kept = std::fs::read_dir(state.join("data"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(kept > 0, "state is kept under STATE_PATH/data");
+    let refused = Command::new(binary())
+        .args(["enroll", "--url", "https://fleet:8220"])
+        .output()?;
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("`enroll`") && err.contains("leasehold run -c"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod elastic;
 pub mod elect;
 pub mod eval;
 pub mod inspect;

@@ -139,10 +139,10 @@ async fn inputs_follow_pods_through_bursts_and_none_is_left_behind() -> Result<(
                     objects::create(
                         &admin,
                         Some(&ns),
-                        json!({"apiVersion": "v1", "kind": "Pod",
-                               "metadata": {"name": name, "labels": {"burst": round.to_string()}},
-                               "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                                        "containers": [{"name": "c", "image": "none"}]}}),
+                        pod_on(
+                            &node,
+                            json!({"name": name, "labels": {"burst": round.to_string()}}),
+                        ),
                     )
                     .await
                 }
@@ -230,14 +230,14 @@ async fn mappings_carry_the_labels_of_the_pods_node_and_namespace() -> Result<()
             None,
         ),
         (
-            json!({"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": "web-5d8f-abcde",
+            pod_on(
+                &node,
+                json!({"name": "web-5d8f-abcde",
                                 "labels": {"app": "web", "pod-template-hash": "5d8f"},
                                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                                      "name": "web-5d8f", "uid": "0b1c5a52-6f0e-4c1e-9d55-2a1f6c0d9e12",
-                                                     "controller": true}]},
-                   "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                            "containers": [{"name": "c", "image": "none"}]}}),
+                                                     "controller": true}]}),
+            ),
             Some(ns.as_str()),
         ),
     ] {
@@ -292,18 +292,15 @@ async fn mappings_carry_the_labels_of_the_pods_node_and_namespace() -> Result<()
 async fn hints_choose_what_runs_for_each_container() -> Result<()> {
     let (plane, admin, ns, node) = readable_namespace("hints", &["pods"]).await?;
     for object in [
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "web", "annotations": {
+        pod_on(
+            &node,
+            json!({"name": "web", "annotations": {
                    "co.elastic.hints/package": "web",
                    "co.elastic.hints/data_streams": "access",
                    "co.elastic.hints/access.period": "7s",
-                   "co.elastic.hints/processors.add_fields": "{\"target\": \"project\", \"fields\": {\"name\": \"shop\"}}"}},
-               "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                        "containers": [{"name": "c", "image": "none"}]}}),
-        json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": "plain"},
-               "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                        "containers": [{"name": "c", "image": "none"}]}}),
+                   "co.elastic.hints/processors.add_fields": "{\"target\": \"project\", \"fields\": {\"name\": \"shop\"}}"}}),
+        ),
+        pod_on(&node, json!({"name": "plain"})),
     ] {
         objects::create(&admin, Some(&ns), object).await?;
     }
@@ -478,6 +475,14 @@ inputs:
     Ok(())
 }
 
+/// A Pod on `node` with `metadata` and one container `c` (no image runs:
+/// no kubelet here), without a token mounted.
+fn pod_on(node: &str, metadata: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+           "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                    "containers": [{"name": "c", "image": "none"}]}})
+}
+
 /// Sets the status of Pod `name`'s container `c` as a kubelet would:
 /// running as container `id` after `restarts` restarts.
 async fn set_container(pods: &Api<Pod>, name: &str, id: &str, restarts: u32) -> Result<()> {
@@ -521,14 +526,7 @@ fn messages_by_dir(out: &std::path::Path) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_containers_last_lines_are_read_to_the_end_once() -> Result<()> {
     let (plane, admin, ns, node) = readable_namespace("restart", &["pods"]).await?;
-    objects::create(
-        &admin,
-        Some(&ns),
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app"},
-               "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                        "containers": [{"name": "c", "image": "none"}]}}),
-    )
-    .await?;
+    objects::create(&admin, Some(&ns), pod_on(&node, json!({"name": "app"}))).await?;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
     set_container(&pods, "app", "0aaa", 0).await?;
     let dir = tempfile::tempdir()?;
@@ -652,14 +650,7 @@ inputs:
 async fn a_second_input_with_a_stream_id_already_taken_is_refused_naming_both() -> Result<()> {
     let (plane, admin, ns, node) = readable_namespace("sameid", &["pods"]).await?;
     for name in ["one", "two"] {
-        objects::create(
-            &admin,
-            Some(&ns),
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                   "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                            "containers": [{"name": "c", "image": "none"}]}}),
-        )
-        .await?;
+        objects::create(&admin, Some(&ns), pod_on(&node, json!({"name": name}))).await?;
     }
     let dir = tempfile::tempdir()?;
     let out = dir.path().join("out");

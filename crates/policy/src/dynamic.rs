@@ -93,6 +93,31 @@ pub fn shared_by_every_mapping(rest: &str) -> bool {
     })
 }
 
+/// The dynamic provider whose mappings describe Pods and containers.
+pub const POD_PROVIDER: &str = "kubernetes";
+
+/// The first variable of `provider` that the text `s` reads and that is
+/// one mapping's own (a Pod's, a container's), not what every mapping
+/// shares ([`shared_by_every_mapping`]); `None` when there is none, or
+/// when `s` does not parse (the walk of substitutions reports that).
+pub fn own_var_in(s: &str, provider: &str, default_provider: &str) -> Option<String> {
+    if !subst::may_contain_vars(s) {
+        return None;
+    }
+    let template = subst::parse(s, default_provider).ok()?;
+    template
+        .refs()
+        .flat_map(|r| r.alts.iter())
+        .find_map(|a| match a {
+            Alt::Var(name) => name
+                .strip_prefix(provider)
+                .and_then(|r| r.strip_prefix('.'))
+                .filter(|rest| !shared_by_every_mapping(rest))
+                .map(|_| name.clone()),
+            Alt::Const(_) => None,
+        })
+}
+
 /// The fields of a mapping that describe what every mapping shares (its
 /// `kubernetes.node`), for an input that read only those: `None` when the
 /// mapping has none.

@@ -9,12 +9,9 @@
 //! the script a shell (`-c`) or an interpreter (`-c`, `-e`) runs. `check`
 //! warns about them; the agent does not run such an input.
 
-/// The dynamic provider whose mappings describe Pods and containers.
-pub const POD_PROVIDER: &str = "kubernetes";
-
+use crate::dynamic;
 use crate::error::Pos;
 use crate::model::{Node, NodeKind};
-use crate::{dynamic, subst};
 
 /// Programs whose `-c` option takes a script (also in a cluster, `-ec`).
 const SHELLS: [&str; 9] = [
@@ -169,22 +166,7 @@ fn code_places(argv: &[Node]) -> Vec<(&Node, &'static str)> {
 /// The first variable of one Pod or container of `provider` that the
 /// string `node` reads.
 fn pod_var(node: &Node, provider: &str, default_provider: &str) -> Option<String> {
-    let text = node.as_str()?;
-    if !subst::may_contain_vars(text) {
-        return None;
-    }
-    let template = subst::parse(text, default_provider).ok()?;
-    template
-        .refs()
-        .flat_map(|r| r.alts.iter())
-        .find_map(|a| match a {
-            subst::Alt::Var(name) => name
-                .strip_prefix(provider)
-                .and_then(|r| r.strip_prefix('.'))
-                .filter(|rest| !dynamic::shared_by_every_mapping(rest))
-                .map(|_| name.clone()),
-            subst::Alt::Const(_) => None,
-        })
+    dynamic::own_var_in(node.as_str()?, provider, default_provider)
 }
 
 #[cfg(test)]

@@ -565,8 +565,7 @@ fn render_one(ctx: &mut Ctx<'_>, policy: &Policy, input: &Node) -> Result<One, P
     ctx.used_provider = false;
     ctx.used_own = false;
     // A Pod's value never becomes code or the program.
-    if let Some(c) =
-        exec_script::code_from_pod(input, exec_script::POD_PROVIDER, &ctx.default_provider)
+    if let Some(c) = exec_script::code_from_pod(input, dynamic::POD_PROVIDER, &ctx.default_provider)
     {
         return Ok(One::Dropped(format!(
             "{}; {}",

@@ -255,6 +255,10 @@ struct Stopping {
     draining: Option<(Vec<String>, Instant)>,
 }
 
+/// An input the policy renders: its instance, settings and a mapping's
+/// fields.
+type Desired = (Instance, InputSpec, Option<Value>);
+
 /// How an input is stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum StopHow {
@@ -905,11 +909,7 @@ impl Agent {
                 ri.fields.clone(),
             ));
         }
-        let desired = self.refuse_shared_registries(desired, &mut dropped);
-        let claimed: HashSet<String> = desired
-            .iter()
-            .flat_map(|(_, s, _)| s.input.state_keys())
-            .collect();
+        let (desired, claimed) = self.refuse_shared_registries(desired, &mut dropped);
         let running: Vec<Instance> = self.running.values().map(|r| r.instance.clone()).collect();
         let wanted: Vec<Instance> = desired.iter().map(|(i, _, _)| i.clone()).collect();
         for action in reconcile::plan(&wanted, &running) {
@@ -940,12 +940,13 @@ impl Agent {
 
     /// Takes out of `desired` every input naming a registry another one
     /// owns ([`state_claims::conflicts`]), into `dropped`, logging each
-    /// conflict once.
+    /// conflict once; returns the inputs kept and the registries they
+    /// claim.
     fn refuse_shared_registries(
         &mut self,
-        desired: Vec<(Instance, InputSpec, Option<Value>)>,
+        desired: Vec<Desired>,
         dropped: &mut Vec<DroppedInput>,
-    ) -> Vec<(Instance, InputSpec, Option<Value>)> {
+    ) -> (Vec<Desired>, HashSet<String>) {
         let keys: Vec<Vec<String>> = desired
             .iter()
             .map(|(_, s, _)| s.input.state_keys())
@@ -962,7 +963,7 @@ impl Agent {
         let conflicts = state_claims::conflicts(&claims);
         if conflicts.is_empty() {
             self.warned_conflicts.clear();
-            return desired;
+            return (desired, keys.into_iter().flatten().collect());
         }
         let mut refused: HashMap<usize, String> = HashMap::new();
         let mut warned = HashSet::new();
@@ -976,30 +977,33 @@ impl Agent {
         }
         self.warned_conflicts = warned;
         let mut kept = Vec::with_capacity(desired.len());
-        for (n, d) in desired.into_iter().enumerate() {
+        let mut claimed = HashSet::new();
+        for (n, (d, k)) in desired.into_iter().zip(keys).enumerate() {
             match refused.remove(&n) {
                 Some(reason) => dropped.push(DroppedInput {
                     id: d.0.id.clone(),
                     reason,
                 }),
-                None => kept.push(d),
+                None => {
+                    claimed.extend(k);
+                    kept.push(d);
+                }
             }
         }
-        kept
+        (kept, claimed)
     }
 
     /// [`StopHow::Drain`] when running input `id` is to read its files
     /// to their ends first ([`state_claims::drains`]), `claimed` being
     /// the registries of the inputs that stay or start.
     fn how_to_stop(&self, id: &str, claimed: &HashSet<String>) -> StopHow {
-        let claimed: HashSet<&str> = claimed.iter().map(String::as_str).collect();
         match self.running.get(id) {
             Some(r)
                 if state_claims::drains(
                     r.dynamic,
                     r.instance.binding.is_some(),
                     &r.keys,
-                    &claimed,
+                    claimed,
                 ) =>
             {
                 StopHow::Drain

@@ -75,8 +75,8 @@ pub fn conflicts(claims: &[Claim<'_>]) -> Vec<Conflict> {
 /// (a term's work stops when the term does), it keeps registries, and no
 /// input that stays or starts claims any of them (that one reads on from
 /// the same offsets; two readers would ship lines twice).
-pub fn drains(dynamic: bool, gated: bool, keys: &[String], claimed: &HashSet<&str>) -> bool {
-    dynamic && !gated && !keys.is_empty() && keys.iter().all(|k| !claimed.contains(k.as_str()))
+pub fn drains(dynamic: bool, gated: bool, keys: &[String], claimed: &HashSet<String>) -> bool {
+    dynamic && !gated && !keys.is_empty() && keys.iter().all(|k| !claimed.contains(k))
 }
 
 #[cfg(test)]
@@ -173,7 +173,7 @@ mod tests {
             !drains(true, false, &[], &none),
             "nothing to read to its end"
         );
-        let taken: HashSet<&str> = ["logs-abc"].into();
+        let taken: HashSet<String> = ["logs-abc".to_string()].into();
         assert!(!drains(true, false, &k, &taken), "its successor reads on");
     }
 }

@@ -293,7 +293,8 @@ pub fn check(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
 /// Warns about `exec` commands that would run a Pod's values as code
 /// ([`crate::exec_script`]); the agent does not run them.
 fn exec_scripts(policy: &Policy, report: &mut Report<'_>) {
-    use crate::exec_script::{CodeFromPod, POD_PROVIDER, code_from_pod};
+    use crate::dynamic::POD_PROVIDER;
+    use crate::exec_script::{CodeFromPod, code_from_pod};
     let provider = policy.default_provider();
     for input in policy.inputs() {
         if let Some(c) = code_from_pod(input, POD_PROVIDER, &provider) {

@@ -7,15 +7,13 @@
 use std::collections::HashMap;
 
 use super::{Report, Severity};
+use crate::dynamic::{self, POD_PROVIDER};
 use crate::error::Pos;
 use crate::model::{Node, NodeKind, Policy};
 use crate::subst;
 
 /// Input types whose streams keep a registry under their id.
 const REGISTRY_TYPES: [&str; 3] = ["filestream", "log", "logfile"];
-
-/// The dynamic provider whose mappings an input is rendered once for each.
-const PER_MAPPING: &str = "kubernetes";
 
 /// Reports duplicate literal stream ids (errors) and stream ids of inputs
 /// rendered per Pod or container that name nothing of it (warnings).
@@ -71,34 +69,8 @@ pub(crate) fn check(policy: &Policy, report: &mut Report<'_>) {
     }
 }
 
-/// A variable of one Pod or container: not the node's, which every
-/// mapping on the node shares.
-fn is_a_mappings_own(name: &str) -> bool {
-    name.strip_prefix(PER_MAPPING)
-        .and_then(|rest| rest.strip_prefix('.'))
-        .is_some_and(|rest| !(rest == "scope" || rest == "node" || rest.starts_with("node.")))
-}
-
-/// The variables `s` reads (none when it does not parse: the walk of
-/// substitutions reports that).
-fn vars_of(s: &str, provider: &str) -> Vec<String> {
-    if !subst::may_contain_vars(s) {
-        return Vec::new();
-    }
-    let Ok(t) = subst::parse(s, provider) else {
-        return Vec::new();
-    };
-    t.refs()
-        .flat_map(|r| r.alts.iter())
-        .filter_map(|a| match a {
-            subst::Alt::Var(name) => Some(name.clone()),
-            subst::Alt::Const(_) => None,
-        })
-        .collect()
-}
-
 fn names_a_mappings_own(s: &str, provider: &str) -> bool {
-    vars_of(s, provider).iter().any(|v| is_a_mappings_own(v))
+    dynamic::own_var_in(s, POD_PROVIDER, provider).is_some()
 }
 
 /// Whether `node` (outside conditions, which only select) reads a Pod's

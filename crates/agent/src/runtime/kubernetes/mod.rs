@@ -38,7 +38,7 @@ use crate::kubewatch::{Reflect, reflect};
 use crate::monitor::status::StatusBoard;
 
 /// The provider's name in policies and in `/status` problems.
-pub const PROVIDER: &str = "kubernetes";
+pub const PROVIDER: &str = leasehold_policy::dynamic::POD_PROVIDER;
 /// How long the first mappings wait for the node's and namespaces' labels.
 const RELATED_SYNC: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -120,6 +120,16 @@ fn dead_host() -> Result<String> {
     Ok(format!("http://127.0.0.1:{port}"))
 }
 
+/// A policy whose `exec` input `id` runs the shell `script`, each line a
+/// JSON document of data set `dataset`, into an `elasticsearch` output
+/// to `hosts` (a YAML list) with `output` (indented keys) added.
+fn json_lines_policy(hosts: &str, output: &str, id: &str, dataset: &str, script: &str) -> String {
+    format!(
+        "outputs:\n  default:\n    type: elasticsearch\n    hosts: {hosts}\n{output}    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: {id}\n    type: exec\n    events: json\n    data_stream: {{dataset: {dataset}}}\n    command: [sh, -c, '{}']\n",
+        script.replace('\'', "''")
+    )
+}
+
 /// Waits until `index` holds `count` documents (reading `fields`) and
 /// returns their `n`, sorted.
 fn wait_numbered(
@@ -163,14 +173,10 @@ async fn a_document_the_index_cannot_map_is_dropped_and_counted_and_the_rest_del
     // then 10 more numbers: the object cannot be mapped. The first host
     // is dead: requests fail over to the second.
     let script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; echo '{\"n\": 11, \"v\": {\"a\": 1}}'; for i in 12 13 14 15 16 17 18 19 20 21; do echo \"{\\\"n\\\": $i, \\\"v\\\": $i}\"; done; exec sleep 600";
+    let hosts = format!("['{}', '{}']", dead_host()?, sink.url());
     std::fs::write(
         &policy,
-        format!(
-            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}', '{}']\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: mixed\n    type: exec\n    events: json\n    data_stream: {{dataset: conflict}}\n    command: [sh, -c, '{}']\n",
-            dead_host()?,
-            sink.url(),
-            script.replace('\'', "''")
-        ),
+        json_lines_policy(&hosts, "", "mixed", "conflict", script),
     )?;
     let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     let ns = wait_numbered(
@@ -268,13 +274,11 @@ async fn a_document_larger_than_the_server_accepts_is_dropped_and_the_rest_deliv
     let policy = dir.path().join("policy.yml");
     // 30 small documents, one of 40 KB, 30 small ones.
     let script = "i=1; while [ $i -le 30 ]; do echo \"{\\\"n\\\": $i}\"; i=$((i+1)); done; printf '{\"n\": 31, \"big\": \"%s\"}\\n' \"$(head -c 40000 /dev/zero | tr '\\0' Z)\"; i=32; while [ $i -le 61 ]; do echo \"{\\\"n\\\": $i}\"; i=$((i+1)); done; exec sleep 600";
+    let hosts = format!("['{}']", sink.url());
+    let output = "    compression_level: 0\n    bulk_max_size: 50\n";
     std::fs::write(
         &policy,
-        format!(
-            "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['{}']\n    compression_level: 0\n    bulk_max_size: 50\n    backoff: {{init: 100ms, max: 1s}}\ninputs:\n  - id: sizes\n    type: exec\n    events: json\n    data_stream: {{dataset: sizes}}\n    command: [sh, -c, '{}']\n",
-            sink.url(),
-            script.replace('\'', "''")
-        ),
+        json_lines_policy(&hosts, output, "sizes", "sizes", script),
     )?;
     let mut a = AgentProc::start_alone(plane, &policy, dir.path())?;
     let ns = wait_numbered(

@@ -127,7 +127,6 @@ pub fn translate(args: Vec<String>, state_path: Option<&str>) -> Result<Vec<Stri
             "--path.home" | "--path.logs" | "--path.downloads" | "--path.socket" => {
                 value(flag)?;
             }
-            "--environment" | "--strict.perms" if inline.is_some() => {}
             "--environment" => {
                 value(flag)?;
             }

@@ -630,6 +630,14 @@ mod tests {
         serde_json::to_value(v).unwrap()
     }
 
+    /// The first host of each input built.
+    fn first_hosts(h: &BeatsHinted) -> Vec<serde_json::Value> {
+        h.inputs
+            .iter()
+            .map(|i| json_of(i)["streams"][0]["hosts"][0].clone())
+            .collect()
+    }
+
     #[test]
     fn metricbeats_prometheus_example_scrapes_the_annotated_port() {
         // Metricbeat's documented example: module, hosts on the Pod's
@@ -676,11 +684,7 @@ mod tests {
         ];
         let own = ports(&[("8080", None), ("9090", None)]);
         let h = build(&a, "app", &own);
-        let hosts: Vec<serde_json::Value> = h
-            .inputs
-            .iter()
-            .map(|i| json_of(i)["streams"][0]["hosts"][0].clone())
-            .collect();
+        let hosts = first_hosts(&h);
         assert_eq!(hosts, [json!("10.1.2.3:8080"), json!("10.1.2.3:9090")]);
         let s = &json_of(&h.inputs[0])["streams"][0];
         assert_eq!(
@@ -733,11 +737,7 @@ mod tests {
             ),
         ];
         let h = build(&a, "app", &own);
-        let hosts: Vec<serde_json::Value> = h
-            .inputs
-            .iter()
-            .map(|i| json_of(i)["streams"][0]["hosts"][0].clone())
-            .collect();
+        let hosts = first_hosts(&h);
         assert_eq!(hosts, [json!("10.1.2.3:9090")], "{h:?}");
         assert_eq!(h.refused.len(), 1, "{h:?}");
         assert!(h.refused[0].contains("\"other-host\""), "{h:?}");

@@ -362,6 +362,78 @@ inputs:
     Ok(())
 }
 
+/// A hint's host is where the agent connects, with a template's
+/// credentials (Elastic's prometheus template sends the ServiceAccount
+/// token): a Pod naming another host gets nothing built and `/status`
+/// says why, naming the setting that allows it; a Pod naming its own IP
+/// runs with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hint_naming_another_host_is_refused_and_one_naming_the_pods_own_ip_runs() -> Result<()> {
+    let (plane, admin, ns, node) = readable_namespace("hinthost", &["pods"]).await?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    for (name, host, id, ip) in [
+        ("evil", "kubernetes.default.svc:443", "0e1f", "10.9.9.6"),
+        ("own", "${kubernetes.pod.ip}:8080", "0a2b", "10.9.9.7"),
+    ] {
+        let annotations = json!({"co.elastic.hints/package": "web", "co.elastic.hints/host": host});
+        let meta = json!({"name": name, "annotations": annotations});
+        objects::create(&admin, Some(&ns), pod_on(&node, meta)).await?;
+        set_container(&pods, name, id, 0).await?;
+        pods.patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"podIP": ip, "podIPs": [{"ip": ip}]}})),
+        )
+        .await?;
+    }
+    let dir = tempfile::tempdir()?;
+    let out = dir.path().join("out");
+    let policy = dir.path().join("p.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"providers:
+  kubernetes: {{node: {node}, namespace: {ns}, hints: {{enabled: true}}}}
+outputs:
+  default: {{type: file, path: '{}', filename: events}}
+inputs:
+  - id: scrape-${{kubernetes.hints.container_id}}
+    type: exec
+    condition: ${{kubernetes.hints.web.enabled}} == true
+    command: [sh, -c, 'echo host=$1; exec sleep 600', sh, '${{kubernetes.hints.web.host}}']
+"#,
+            out.display(),
+        ),
+    )?;
+    let agent = AgentProc::start_alone(plane, &policy, &out)?;
+    let own = pods.get("own").await?.metadata.uid.context("uid")?;
+    let evil = pods.get("evil").await?.metadata.uid.context("uid")?;
+    let want = [format!("scrape-0a2b-kubernetes-{own}.c")];
+    let events = wait_running_and_shipping(&agent, &out, "scrape-", &want).await?;
+    let messages: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(messages, ["host=10.9.9.7:8080"], "only the Pod's own IP");
+    let status = agent.status()?;
+    let reasons: Vec<&str> = status["inputs"]["dropped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["id"].as_str().is_some_and(|id| id.contains(&evil)))
+        .filter_map(|d| d["reason"].as_str())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("\"kubernetes.default.svc\"")
+                && r.contains("not the Pod's own IP (10.9.9.6)")
+                && r.contains("hints.allowed_hosts")),
+        "{status:#}"
+    );
+    Ok(())
+}
+
 /// `resources.node` and `resources.service` on: a Ready node with an
 /// address and a Service with a cluster IP each get a mapping of their own,
 /// with Elastic's variables and fields; the service's input goes with it.

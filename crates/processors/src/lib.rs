@@ -21,8 +21,8 @@
 //!
 //! Processors: `add_fields`, `add_labels`, `add_tags`, `add_locale`,
 //! `copy_fields`, `decode_json_fields`, `dissect`, `drop_event`,
-//! `drop_fields`, `include_fields`, `rename`, `timestamp`, and Elastic's
-//! `if`/`then`/`else`. `add_host_metadata` and `add_kubernetes_metadata` are
+//! `drop_fields`, `include_fields`, `rename`, `script` (JavaScript, Beats'
+//! Event API), `timestamp`, and Elastic's `if`/`then`/`else`. `add_host_metadata` and `add_kubernetes_metadata` are
 //! accepted and do nothing: the agent stamps those fields on every event
 //! itself. Any other processor is skipped with a warning, so Elastic
 //! policies load.
@@ -133,7 +133,23 @@ impl Processors {
     /// reported, not just the first; a processor leasehold lacks is a
     /// warning, not an error, so that Elastic policies load.
     pub fn parse(v: &Value) -> Result<Parsed, Vec<ParseError>> {
-        let mut d = Diag::default();
+        Self::parse_with(v, Diag::default())
+    }
+
+    /// [`Processors::parse`] for processors an untrusted party wrote (a
+    /// Pod's hints): a `script` among them is skipped with a warning, so no
+    /// Pod runs code inside the agent.
+    pub fn parse_confined(v: &Value) -> Result<Parsed, Vec<ParseError>> {
+        Self::parse_with(
+            v,
+            Diag {
+                confined: true,
+                ..Diag::default()
+            },
+        )
+    }
+
+    fn parse_with(v: &Value, mut d: Diag) -> Result<Parsed, Vec<ParseError>> {
         // Beats' configuration loader reads `a.b: x` as `a: {b: x}`.
         let v = settings::expand_dots(v, "processors", &mut d);
         let processors = parse_list(&v, "processors", &mut d);
@@ -151,6 +167,18 @@ impl Processors {
     /// that do nothing here), so callers can skip [`Processors::apply`].
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
+    }
+
+    /// Whether a processor may take long on one event (a `script`, up to
+    /// its `timeout`), so the caller should run [`Processors::apply`] on a
+    /// thread that may block rather than on an async worker.
+    pub fn blocks(&self) -> bool {
+        self.steps.iter().any(|s| match &s.kind {
+            StepKind::Action(a) => a.blocks(),
+            StepKind::Branch(b) => {
+                b.then.blocks() || b.otherwise.as_ref().is_some_and(Processors::blocks)
+            }
+        })
     }
 
     /// Runs every processor in order; returns Verdict::Drop when an event is

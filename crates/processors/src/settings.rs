@@ -11,6 +11,8 @@ use crate::ParseError;
 pub(crate) struct Diag {
     pub errors: Vec<ParseError>,
     pub warnings: Vec<String>,
+    /// The processors come from a Pod, not the policy: no `script`.
+    pub confined: bool,
 }
 
 impl Diag {

@@ -32,16 +32,27 @@ pub const ROUTING_KEYS: [&str; 3] = ["data_stream", "@metadata", "_index"];
 pub struct Read {
     /// `None` when neither the input nor a stream has processors.
     pub processors: Option<Arc<InputProcessors>>,
-    /// Processors skipped (e.g. `script`) and other notes: (dotted place
+    /// Processors skipped (one leasehold lacks, a Pod's `script`) and other notes: (dotted place
     /// in the input, message).
     pub warnings: Vec<(String, String)>,
     /// Malformed settings: (dotted place in the input, message).
     pub errors: Vec<(String, String)>,
 }
 
-fn parse(at: &str, v: &Value, out: &mut Read) -> Option<Arc<Processors>> {
+/// Whose processors are read: the policy's, or a Pod's (no `script`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Author {
+    Policy,
+    Pod,
+}
+
+fn parse(at: &str, v: &Value, author: Author, out: &mut Read) -> Option<Arc<Processors>> {
     let json = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
-    match Processors::parse(&json) {
+    let parsed = match author {
+        Author::Policy => Processors::parse(&json),
+        Author::Pod => Processors::parse_confined(&json),
+    };
+    match parsed {
         Ok(p) => {
             // A warning names its processor (`processors.3: …`): placed
             // under `at`.
@@ -79,10 +90,17 @@ pub fn read(config: &Value, default_dataset: &str) -> Read {
     };
     let input = m
         .get("processors")
-        .and_then(|v| parse("processors", v, &mut out));
+        .and_then(|v| parse("processors", v, Author::Policy, &mut out));
     let provided = m
         .get(leasehold_policy::render::PROVIDER_PROCESSORS)
-        .and_then(|v| parse(leasehold_policy::render::PROVIDER_PROCESSORS, v, &mut out));
+        .and_then(|v| {
+            parse(
+                leasehold_policy::render::PROVIDER_PROCESSORS,
+                v,
+                Author::Pod,
+                &mut out,
+            )
+        });
     let mut by_dataset: Vec<(String, Arc<Processors>)> = Vec::new();
     if let Some(Value::List(streams)) = m.get("streams") {
         for (i, s) in streams.iter().enumerate() {
@@ -90,7 +108,12 @@ pub fn read(config: &Value, default_dataset: &str) -> Read {
             let Some(v) = sm.get("processors") else {
                 continue;
             };
-            let Some(p) = parse(&format!("streams.{i}.processors"), v, &mut out) else {
+            let Some(p) = parse(
+                &format!("streams.{i}.processors"),
+                v,
+                Author::Policy,
+                &mut out,
+            ) else {
                 continue;
             };
             let dataset = sm
@@ -151,6 +174,12 @@ impl Chain {
     /// Whether nothing runs.
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
+    }
+
+    /// Whether a processor of the chain may block for up to its deadline (a
+    /// `script`): then [`Chain::apply`] belongs on a blocking thread.
+    pub fn blocks(&self) -> bool {
+        self.parts.iter().any(|(p, _)| p.blocks())
     }
 
     /// Runs the chain on one NDJSON line: the line to queue, or `None`
@@ -264,17 +293,48 @@ mod tests {
     }
 
     #[test]
+    fn a_pods_script_is_skipped_and_the_policys_runs_and_asks_for_a_blocking_thread() {
+        let script = serde_json::json!([
+            {"script": {"lang": "javascript", "source": "function process(e) { e.Put('ran', true); }"}},
+        ]);
+        let line = b"{\"message\":\"m\"}\n";
+        let hinted = read(
+            &config(
+                serde_json::json!({"id": "a", "type": "filestream", "provider_processors": script}),
+            ),
+            "app",
+        );
+        assert!(
+            hinted
+                .warnings
+                .iter()
+                .any(|(at, w)| at == "provider_processors.0.script"
+                    && w.contains("cannot run scripts")),
+            "{hinted:?}"
+        );
+        assert!(hinted.processors.is_none(), "nothing is left to run");
+        let own = read(
+            &config(serde_json::json!({"id": "a", "type": "filestream", "processors": script})),
+            "app",
+        );
+        let chain = Chain::for_dataset(&own.processors.unwrap(), "app");
+        assert!(chain.blocks());
+        let v: serde_json::Value = serde_json::from_slice(&chain.apply(line).unwrap()).unwrap();
+        assert_eq!(v["ran"], true);
+    }
+
+    #[test]
     fn unknown_processors_warn_and_bad_ones_fail_with_their_place() {
         let c = config(serde_json::json!({
             "id": "a", "type": "filestream",
-            "streams": [{"data_stream": {"dataset": "x"}, "processors": [{"script": {"lang": "javascript", "source": "function process(e){}"}}]}],
+            "streams": [{"data_stream": {"dataset": "x"}, "processors": [{"add_cloud_metadata": {}}]}],
             "processors": [{"rename": {"fields": "not a list"}}],
         }));
         let r = read(&c, "generic");
         assert!(
             r.warnings
                 .iter()
-                .any(|(at, w)| at == "streams.0.processors.0" && w.contains("script")),
+                .any(|(at, w)| at == "streams.0.processors.0" && w.contains("add_cloud_metadata")),
             "{r:?}"
         );
         assert!(

@@ -563,7 +563,24 @@ impl EventSink {
         if let Some((_, chain)) = self.processors.as_ref().filter(|(_, c)| !c.is_empty()) {
             let input = Arc::clone(&event.input_id);
             let (line, carried) = event.into_parts();
-            match chain.apply(&line) {
+            // A script may take up to its deadline: off the async workers,
+            // so other inputs keep flowing meanwhile. One event at a time
+            // still, so the order of the input's events holds.
+            let applied = if chain.blocks() {
+                let chain = chain.clone();
+                let original = line.clone();
+                match tokio::task::spawn_blocking(move || chain.apply(&original)).await {
+                    Ok(applied) => applied,
+                    // A processor that panicked: the event goes on as it came.
+                    Err(e) => {
+                        tracing::error!(input = %input, error = %e, "a processor failed on an event; it is sent unprocessed");
+                        Some(line)
+                    }
+                }
+            } else {
+                chain.apply(&line)
+            };
+            match applied {
                 // Dropped by a processor: handled, never queued (its
                 // producer moves past it; not counted as produced).
                 None => {

@@ -15,6 +15,7 @@ mod dissect;
 mod drop;
 mod include_fields;
 mod rename;
+mod script;
 mod timestamp;
 
 /// One event, the whole document.
@@ -32,6 +33,12 @@ pub(crate) enum Flow {
 /// processor itself decides what it leaves in the event).
 pub(crate) trait Action: Send + Sync + fmt::Debug {
     fn run(&self, event: &mut Event) -> Result<Flow, String>;
+
+    /// Whether a call may take long (up to a deadline) rather than
+    /// microseconds, so callers run it off their async threads.
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 /// What a processor name and its settings give.
@@ -46,6 +53,14 @@ pub(crate) enum Built {
 
 /// Builds the processor `name`, reporting bad settings into `d`.
 pub(crate) fn build(name: &str, s: Settings<'_>, d: &mut Diag) -> Built {
+    if name == "script" && d.confined {
+        d.warn(format!(
+            "{}: processors that come with a Pod cannot run scripts; this `script` is skipped \
+             (put it in the policy, where the operator wrote the inputs)",
+            s.path
+        ));
+        return Built::Nothing;
+    }
     let errors_before = d.errors.len();
     let built: Option<Arc<dyn Action>> = match name {
         "add_fields" => add_fields::add_fields(s, d).map(arc),
@@ -60,6 +75,7 @@ pub(crate) fn build(name: &str, s: Settings<'_>, d: &mut Diag) -> Built {
         "add_locale" => add_locale::build(s, d).map(arc),
         "dissect" => dissect::build(s, d).map(arc),
         "timestamp" => timestamp::build(s, d).map(arc),
+        "script" => script::build(s, d).map(arc),
         // The agent stamps `host.*` and `kubernetes.*` on every event itself,
         // so these two are accepted and do nothing here.
         "add_host_metadata" | "add_kubernetes_metadata" => return Built::Nothing,

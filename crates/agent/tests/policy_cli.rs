@@ -443,3 +443,59 @@ fn check_accepts_elastics_standalone_kubernetes_policy_shape() {
     );
     assert!(!err.contains(": error: "), "{err}");
 }
+
+/// `check --inputs-dir` checks the inputs of every `*.yml` file there with
+/// the policy, and each problem names the file it is in, with its own line.
+#[test]
+fn check_names_the_file_of_inputs_a_problem_is_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("agent.yml");
+    std::fs::write(
+        &policy,
+        "outputs:\n  default: {type: console}\ninputs:\n  - id: main\n    type: exec\n    command: [date]\n",
+    )
+    .unwrap();
+    let inputs = dir.path().join("inputs.d");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(
+        inputs.join("good.yml"),
+        "inputs:\n  - id: good\n    type: exec\n    command: [date]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        inputs.join("typo.yml"),
+        "# a comment\ninputs:\n  - id: typo\n    type: exce\n",
+    )
+    .unwrap();
+    let o = leasehold(&[
+        "check",
+        "-c",
+        policy.to_str().unwrap(),
+        "--inputs-dir",
+        inputs.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let at = format!(
+        "{}:4:11: error: input `type`: unknown input type `exce`",
+        inputs.join("typo.yml").display()
+    );
+    assert!(err.contains(&at), "{err}");
+    std::fs::write(
+        inputs.join("typo.yml"),
+        "inputs:\n  - id: typo\n    type: exec\n    command: [date]\n",
+    )
+    .unwrap();
+    let o = leasehold(&[
+        "check",
+        "-c",
+        policy.to_str().unwrap(),
+        "--inputs-dir",
+        inputs.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("ok (3 input(s)"),
+        "{o:?}"
+    );
+}

@@ -424,6 +424,18 @@ fn elastic_agents_command_line_runs_the_policy_and_its_other_commands_say_what_t
             log.display()
         ),
     )?;
+    // External inputs, where Elastic's manifest mounts them.
+    let inputs_d = state.join("inputs.d");
+    std::fs::create_dir_all(&inputs_d)?;
+    let other = dir.path().join("other.log");
+    std::fs::write(&other, "from inputs.d\n")?;
+    let external = |id: &str, path: &std::path::Path| {
+        format!(
+            "inputs:\n  - id: {id}\n    type: filestream\n    streams:\n      - id: {id}\n        paths: ['{}']\n",
+            path.display()
+        )
+    };
+    std::fs::write(inputs_d.join("other.yml"), external("other", &other))?;
     let mut child = Command::new(binary())
         .arg("-c")
         .arg(&policy)
@@ -433,7 +445,15 @@ fn elastic_agents_command_line_runs_the_policy_and_its_other_commands_say_what_t
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()?;
-    let shipped = wait_message(&out, "hello", "hello", 0, Duration::from_secs(15));
+    let shipped = wait_message(&out, "hello", "hello", 0, Duration::from_secs(15))
+        .and_then(|_| wait_message(&out, "other", "from inputs.d", 0, Duration::from_secs(15)))
+        .and_then(|_| {
+            // A file added to inputs.d is loaded without a restart.
+            let third = dir.path().join("third.log");
+            std::fs::write(&third, "added later\n")?;
+            std::fs::write(inputs_d.join("third.yml"), external("third", &third))?;
+            wait_message(&out, "third", "added later", 0, Duration::from_secs(15))
+        });
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait()?;

@@ -89,6 +89,10 @@ pub struct Policy {
     pub file: String,
     /// The whole document.
     pub root: Node,
+    /// Files whose `inputs` were added ([`Policy::add_inputs_file`]), in
+    /// order: the lines of the k-th are numbered from k ×
+    /// [`crate::inputs_d::LINE_STRIDE`].
+    pub sources: Vec<String>,
 }
 
 impl Policy {
@@ -146,6 +150,7 @@ impl Policy {
         Ok(Policy {
             file: file.to_string(),
             root,
+            sources: Vec::new(),
         })
     }
 

@@ -189,15 +189,40 @@ pub struct CheckArgs {
     /// The policy file (YAML or JSON).
     #[arg(short = 'c', long = "config", value_name = "POLICY")]
     pub config: PathBuf,
+    /// A directory of files of inputs, as `leasehold run --inputs-dir`
+    /// takes it: their inputs are checked with the policy.
+    #[arg(long, value_name = "DIR")]
+    pub inputs_dir: Option<PathBuf>,
     /// Optional sample variables (same format as for `eval`), used to know
     /// the types of provider variables in lints.
     #[arg(long, value_name = "FILE")]
     pub vars: Option<PathBuf>,
 }
 
+/// The policy with the inputs of the files in `dir` (what the ignored
+/// keys of those files are is said on stderr).
+fn with_inputs_dir(config: &std::path::Path, dir: &std::path::Path) -> Result<Policy, String> {
+    let files = crate::runtime::policy_files::PolicyFiles {
+        policy: config.to_path_buf(),
+        inputs_dir: Some(dir.to_path_buf()),
+    };
+    let (policy, warnings) = files
+        .read()?
+        .parse(&config.display().to_string())
+        .map_err(|e| e.to_string())?;
+    for w in warnings {
+        eprintln!("{w}");
+    }
+    Ok(policy)
+}
+
 /// Runs the command and returns the exit code.
 pub fn run(args: &CheckArgs) -> i32 {
-    let policy = match super::inspect::load_policy(&args.config) {
+    let policy = match &args.inputs_dir {
+        None => super::inspect::load_policy(&args.config),
+        Some(dir) => with_inputs_dir(&args.config, dir),
+    };
+    let policy = match policy {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -214,7 +239,10 @@ pub fn run(args: &CheckArgs) -> i32 {
         },
         None => None,
     };
-    let diags = diagnostics(&policy, sample.as_ref());
+    let diags: Vec<Diagnostic> = diagnostics(&policy, sample.as_ref())
+        .into_iter()
+        .map(|d| policy.relocate_diagnostic(d))
+        .collect();
     for d in &diags {
         eprintln!("{d}");
     }

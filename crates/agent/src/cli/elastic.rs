@@ -144,15 +144,20 @@ pub fn translate(args: Vec<String>, state_path: Option<&str>) -> Result<Vec<Stri
         _ => config,
     };
     out.extend(["-c".into(), config]);
-    let data = data.unwrap_or_else(|| {
-        format!(
-            "{}/data",
-            state_path
-                .unwrap_or(ELASTIC_STATE_PATH)
-                .trim_end_matches('/')
-        )
-    });
+    let state = state_path
+        .unwrap_or(ELASTIC_STATE_PATH)
+        .trim_end_matches('/')
+        .to_string();
+    let data = data.unwrap_or_else(|| format!("{state}/data"));
     out.extend(["--path.data".into(), data]);
+    // Elastic Agent reads external inputs from `inputs.d` of its config
+    // directory, which its container keeps in the state path (where the
+    // manifest mounts them).
+    let inputs = path_config
+        .as_deref()
+        .unwrap_or(&state)
+        .trim_end_matches('/');
+    out.extend(["--inputs-dir".into(), format!("{inputs}/inputs.d")]);
     Ok(out)
 }
 
@@ -172,7 +177,7 @@ mod tests {
         assert_eq!(
             translate(args("-c /etc/elastic-agent/agent.yml -e"), None),
             Ok(args(
-                "run -c /etc/elastic-agent/agent.yml --path.data /usr/share/elastic-agent/state/data"
+                "run -c /etc/elastic-agent/agent.yml --path.data /usr/share/elastic-agent/state/data --inputs-dir /usr/share/elastic-agent/state/inputs.d"
             ))
         );
         // The image's own entrypoint form, STATE_PATH set, debug asked.
@@ -182,7 +187,7 @@ mod tests {
                 Some("/state/")
             ),
             Ok(args(
-                "run --log-level debug -c /etc/ea/agent.yml --path.data /state/data"
+                "run --log-level debug -c /etc/ea/agent.yml --path.data /state/data --inputs-dir /etc/ea/inputs.d"
             ))
         );
         assert_eq!(
@@ -190,7 +195,9 @@ mod tests {
                 args("-c a.yml --path.data /d --path.home /h -e --strict.perms=false"),
                 None
             ),
-            Ok(args("run -c a.yml --path.data /d"))
+            Ok(args(
+                "run -c a.yml --path.data /d --inputs-dir /usr/share/elastic-agent/state/inputs.d"
+            ))
         );
     }
 

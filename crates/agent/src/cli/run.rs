@@ -29,6 +29,11 @@ pub struct RunArgs {
         default_value = "leasehold.yml"
     )]
     pub config: PathBuf,
+    /// A directory of files of inputs (Elastic Agent's `inputs.d`): the
+    /// `inputs:` of each `*.yml` in it are added to the policy's, and a
+    /// change to any of them reloads the policy like a change to it.
+    #[arg(long, value_name = "DIR", env = "LEASEHOLD_INPUTS_DIR")]
+    pub inputs_dir: Option<PathBuf>,
     /// Serve /livez, /readyz, /metrics and /status on HOST:PORT (overrides
     /// `agent.monitoring.http`).
     #[arg(long, value_name = "HOST:PORT")]
@@ -103,7 +108,11 @@ pub fn run(args: &RunArgs) -> i32 {
             node: crate::pipeline::publisher::AgentFields::node_name(),
         },
     };
-    let loaded = match runtime::load(&args.config, &statics) {
+    let files = runtime::policy_files::PolicyFiles {
+        policy: args.config.clone(),
+        inputs_dir: args.inputs_dir.clone(),
+    };
+    let loaded = match runtime::load(&files, &statics) {
         Ok(l) => l,
         Err(errors) => {
             for e in &errors {
@@ -131,7 +140,7 @@ pub fn run(args: &RunArgs) -> i32 {
         }
     };
     let opts = RunOptions {
-        policy_path: args.config.clone(),
+        files,
         http,
         kubeconfig: args.kubeconfig.clone(),
         data_path: args.data_path.clone(),

@@ -13,8 +13,9 @@ mod candidacy;
 pub mod config;
 pub mod elections;
 pub mod kubernetes;
+pub mod policy_files;
 pub mod providers;
-pub mod reconcile;
+mod reconcile;
 pub mod state_claims;
 pub mod supervisor;
 
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::config::AgentSettings;
 use self::elections::{Election, ElectionEvent};
+use self::policy_files::{PolicyFiles, Snapshot};
 use self::reconcile::{Action, Binding, Instance};
 use self::supervisor::{GatedFailure, Supervised};
 use crate::inputs::filestream::registry::Registries;
@@ -61,8 +63,8 @@ const CONNECT_RETRY: Duration = Duration::from_secs(10);
 /// Options of `leasehold run` that are not in the policy.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// The policy file.
-    pub policy_path: PathBuf,
+    /// The policy file and the directory of files of inputs.
+    pub files: PolicyFiles,
     /// `--http`: serve monitoring here, whatever the policy says.
     pub http: Option<std::net::SocketAddr>,
     /// `--kubeconfig`.
@@ -109,8 +111,8 @@ fn with_data_path(
 pub struct Loaded {
     /// The policy.
     pub policy: Policy,
-    /// Its file's bytes, to notice changes.
-    pub text: String,
+    /// Its files' texts, to notice changes.
+    pub snapshot: Snapshot,
     /// Static variables.
     pub vars: Vars,
     /// `agent:` settings.
@@ -141,18 +143,26 @@ pub struct Statics {
 /// same as `check` says, plus what only the agent can find (settings that
 /// do not resolve). No message quotes a secret of the file: values of
 /// secret keys and URL userinfo are redacted.
-pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![format!("{}: cannot read: {e}", path.display())])?;
+pub fn load(files: &PolicyFiles, statics: &Statics) -> Result<Loaded, Vec<String>> {
+    let snapshot = files.read().map_err(|e| vec![e])?;
     let mut redactor = Redactor::new();
-    redactor.add_text(&text);
+    for text in snapshot.texts() {
+        redactor.add_text(text);
+    }
     let redact_all = |errors: Vec<String>, r: &Redactor| -> Vec<String> {
         errors.iter().map(|e| r.redact(e)).collect()
     };
-    let policy = Policy::parse(&text, &path.display().to_string())
+    let (policy, file_warnings) = snapshot
+        .parse(&files.policy.display().to_string())
         .map_err(|e| redact_all(vec![e.to_string()], &redactor))?;
+    for w in file_warnings {
+        tracing::warn!("{}", redactor.redact(&w));
+    }
     redactor.add_value("", &policy.root.to_value());
-    let diags = crate::cli::check::diagnostics(&policy, None);
+    let diags: Vec<_> = crate::cli::check::diagnostics(&policy, None)
+        .into_iter()
+        .map(|d| policy.relocate_diagnostic(d))
+        .collect();
     let errors: Vec<String> = diags
         .iter()
         .filter(|d| d.severity == Severity::Error)
@@ -207,7 +217,7 @@ pub fn load(path: &Path, statics: &Statics) -> Result<Loaded, Vec<String>> {
             Ok(Loaded {
                 kubernetes,
                 policy,
-                text,
+                snapshot,
                 vars,
                 settings,
                 outputs,
@@ -341,7 +351,7 @@ impl Agent {
         let board = StatusBoard::new();
         board.set_redactor(loaded.redactor.clone());
         board.set_identity(statics.fields.name.clone());
-        board.policy_loaded(opts.policy_path.display().to_string());
+        board.policy_loaded(opts.files.policy.display().to_string());
         let outputs = Outputs::start(
             with_data_path(&loaded.outputs, &opts.data_path),
             output_metrics,
@@ -497,15 +507,15 @@ impl Agent {
     }
 
     fn policy_changed(&self) -> bool {
-        match std::fs::read_to_string(&self.opts.policy_path) {
-            Ok(text) => text != self.loaded.text,
+        match self.opts.files.read() {
+            Ok(snapshot) => snapshot != self.loaded.snapshot,
             // A missing file is reported at reload; the running policy stays.
             Err(_) => false,
         }
     }
 
     async fn reload(&mut self, why: &str) {
-        let new = match load(&self.opts.policy_path, &self.statics) {
+        let new = match load(&self.opts.files, &self.statics) {
             Ok(l) => l,
             Err(errors) => {
                 // `load` redacted the rejected file's secrets; these are
@@ -521,8 +531,8 @@ impl Agent {
                     tracing::error!("policy reload ({why}) rejected: {e}");
                 }
                 // Do not report the same bad file every second.
-                if let Ok(text) = std::fs::read_to_string(&self.opts.policy_path) {
-                    self.loaded.text = text;
+                if let Ok(snapshot) = self.opts.files.read() {
+                    self.loaded.snapshot = snapshot;
                 }
                 return;
             }
@@ -602,7 +612,7 @@ impl Agent {
         }
         self.start_provider().await;
         self.board
-            .policy_loaded(self.opts.policy_path.display().to_string());
+            .policy_loaded(self.opts.files.policy.display().to_string());
         self.metrics.policy_reload(true);
         self.reconcile();
     }
@@ -828,7 +838,10 @@ impl Agent {
             Err(e) => {
                 // Inputs that were running keep running; stops by term still
                 // happen through the term tokens.
-                let e = self.loaded.redactor.redact(&e.to_string());
+                let e = self
+                    .loaded
+                    .redactor
+                    .redact(&self.loaded.policy.relocate(e).to_string());
                 tracing::error!("rendering the policy failed: {e}");
                 self.board.policy_rejected(e);
                 return;

@@ -536,3 +536,123 @@ inputs:
     }
     Ok(())
 }
+
+/// `agent.monitoring` as Elastic's manifest writes it ships the agent's own
+/// log records to `logs-elastic_agent-default` and its process figures to
+/// `metrics-elastic_agent.elastic_agent-default` in a real OpenSearch, with
+/// the fields Elastic's `elastic_agent` dashboards read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_monitoring_ships_the_agents_logs_and_metrics_to_elastics_data_streams() -> Result<()>
+{
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    let dir = tempfile::tempdir()?;
+    let policy = dir.path().join("agent.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"outputs:
+  default:
+    type: elasticsearch
+    hosts: ['{url}']
+agent:
+  monitoring:
+    enabled: true
+    use_output: default
+    logs: true
+    metrics: true
+    metrics_period: 1s
+inputs:
+  - id: ticker
+    type: exec
+    command: [sh, -c, 'for i in $(seq 1 60); do echo tick; sleep 1; done; sleep 600']
+"#,
+            url = sink.url()
+        ),
+    )?;
+    let mut agent = AgentProc::start_alone(plane, &policy, dir.path())?;
+    let logs = wait_docs(
+        &sink,
+        "logs-elastic_agent-default",
+        &[
+            "message",
+            "log",
+            "event",
+            "elastic_agent",
+            "agent",
+            "data_stream",
+        ],
+        Duration::from_secs(30),
+        "the agent's log record that its input started",
+        |d| {
+            d.iter().any(|d| {
+                d["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("input started"))
+            })
+        },
+    )?;
+    let started = logs
+        .iter()
+        .find(|d| {
+            d["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("input started"))
+        })
+        .expect("found above");
+    assert_eq!(started["log"]["level"], "info", "{started}");
+    assert!(
+        started["log"]["logger"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("leasehold")),
+        "{started}"
+    );
+    assert_eq!(started["event"]["dataset"], "elastic_agent", "{started}");
+    assert_eq!(
+        started["data_stream"],
+        serde_json::json!({"type": "logs", "dataset": "elastic_agent", "namespace": "default"})
+    );
+    assert_eq!(
+        started["elastic_agent"]["id"], started["agent"]["id"],
+        "{started}"
+    );
+    assert_eq!(
+        started["elastic_agent"]["process"], "elastic-agent",
+        "{started}"
+    );
+    let metrics = wait_docs(
+        &sink,
+        "metrics-elastic_agent.elastic_agent-default",
+        &["system", "event", "elastic_agent", "agent", "data_stream"],
+        Duration::from_secs(30),
+        "two documents of the agent's process figures, a period apart",
+        |d| d.len() >= 2,
+    )?;
+    for m in &metrics {
+        let p = &m["system"]["process"];
+        assert!(p["memory"]["size"].as_u64().unwrap_or(0) > 1 << 20, "{m}");
+        assert!(p["cpu"]["total"]["value"].is_u64(), "{m}");
+        assert!(p["fd"]["open"].as_u64().unwrap_or(0) > 0, "{m}");
+        assert_eq!(m["event"]["dataset"], "elastic_agent.elastic_agent", "{m}");
+        assert_eq!(
+            m["elastic_agent"]["version"],
+            env!("CARGO_PKG_VERSION"),
+            "{m}"
+        );
+        assert_eq!(m["elastic_agent"]["snapshot"], false, "{m}");
+        assert_eq!(m["data_stream"]["type"], "metrics", "{m}");
+    }
+    // The agent's own input data goes where it did before.
+    wait_docs(
+        &sink,
+        "logs-generic-default",
+        &["message"],
+        Duration::from_secs(30),
+        "the ticker's events",
+        |d| !d.is_empty(),
+    )?;
+    agent.signal(libc::SIGTERM);
+    assert_eq!(agent.wait_exit(Duration::from_secs(15))?, Some(0));
+    Ok(())
+}

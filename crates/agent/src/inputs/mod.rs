@@ -11,6 +11,7 @@ pub mod filestream;
 pub mod http;
 pub mod kubernetes;
 pub mod logfile;
+pub mod monitoring;
 pub mod prometheus;
 pub mod schedule;
 pub mod scrape;
@@ -29,7 +30,7 @@ pub use settings::{DataStream, Problem};
 use crate::pipeline::publisher::EventSink;
 
 /// Input types this agent runs.
-pub const TYPES: [&str; 7] = [
+pub const TYPES: [&str; 9] = [
     "exec",
     "filestream",
     "logfile",
@@ -37,6 +38,8 @@ pub const TYPES: [&str; 7] = [
     "kubernetes/metrics",
     "kubernetes/events",
     "system/metrics",
+    "monitoring/logs",
+    "monitoring/metrics",
 ];
 
 /// Elastic Agent input types leasehold knows but does not run yet: `check`
@@ -179,6 +182,16 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
             dataset: "system".into(),
             ..DataStream::default()
         },
+        // The agent's own, where Elastic Agent ships its own.
+        "monitoring/logs" => DataStream {
+            dataset: "elastic_agent".into(),
+            ..DataStream::default()
+        },
+        "monitoring/metrics" => DataStream {
+            kind: "metrics".into(),
+            dataset: "elastic_agent.elastic_agent".into(),
+            ..DataStream::default()
+        },
         _ => DataStream::default(),
     };
     let data_stream = DataStream::read_map(map, &base, &mut problems);
@@ -192,6 +205,14 @@ pub fn build(config: &Value) -> Result<InputSpec, Vec<Problem>> {
         }
         "kubernetes/events" => events::Events::from_settings(&input_id(map), map, &mut problems)
             .map(|e| Arc::new(e) as Arc<dyn Input>),
+        "monitoring/logs" => {
+            monitoring::AgentLogs::from_settings(&input_id(map), map, &mut problems)
+                .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
+        "monitoring/metrics" => {
+            monitoring::AgentMetrics::from_settings(&input_id(map), map, &mut problems)
+                .map(|e| Arc::new(e) as Arc<dyn Input>)
+        }
         "kubernetes/metrics" => kubernetes::KubernetesMetrics::from_settings(
             &input_id(map),
             map,

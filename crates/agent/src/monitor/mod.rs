@@ -12,6 +12,7 @@
 //! settings values or secrets.
 
 pub mod liveness;
+pub mod logtap;
 pub mod metrics;
 pub mod status;
 

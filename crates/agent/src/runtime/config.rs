@@ -20,6 +20,25 @@ pub struct AgentSettings {
     pub shutdown_timeout: Duration,
     /// `agent.monitoring.http`: where to serve, when enabled.
     pub monitoring: Option<SocketAddr>,
+    /// `agent.monitoring` shipping the agent's own logs and metrics.
+    pub shipping: Option<Shipping>,
+}
+
+/// What `agent.monitoring` ships of the agent itself, and where: Elastic
+/// Agent's `enabled`, `use_output`, `logs`, `metrics`, `namespace` and
+/// `metrics_period`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shipping {
+    /// The output (`use_output`, default `default`).
+    pub use_output: String,
+    /// Its log records, to `logs-elastic_agent-<namespace>`.
+    pub logs: bool,
+    /// Its process figures, to `metrics-elastic_agent.elastic_agent-<namespace>`.
+    pub metrics: bool,
+    /// The data streams' namespace (default `default`).
+    pub namespace: String,
+    /// How often the figures are taken (default 60 s).
+    pub period: Duration,
 }
 
 /// Substitutes static variables in every string of `v`; `path` names the
@@ -150,15 +169,80 @@ impl AgentSettings {
         } else {
             None
         };
+        let shipping = shipping(&get, &mut errors);
         if errors.is_empty() {
             Ok(AgentSettings {
                 shutdown_timeout,
                 monitoring,
+                shipping,
             })
         } else {
             Err(errors)
         }
     }
+}
+
+/// Reads `agent.monitoring`'s shipping. It is on when `enabled: true` is
+/// written, or when the section sets `logs`, `metrics`, `use_output` or
+/// `namespace` without `enabled: false` (as Elastic's manifests write it);
+/// a section holding only `http` ships nothing.
+fn shipping<'a>(
+    get: &dyn Fn(&str) -> Option<&'a Value>,
+    errors: &mut Vec<String>,
+) -> Option<Shipping> {
+    let given = |k: &str| get(&format!("monitoring.{k}")).filter(|v| !matches!(v, Value::Null));
+    let mut flag = |k: &str, default: bool| match given(k) {
+        None => default,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Str(s)) if s == "true" || s == "false" => s == "true",
+        Some(other) => {
+            errors.push(format!(
+                "`agent.monitoring.{k}` must be true or false, found {}",
+                other.to_subst_text()
+            ));
+            default
+        }
+    };
+    let asked = ["logs", "metrics", "use_output", "namespace"]
+        .iter()
+        .any(|k| given(k).is_some());
+    let enabled = flag("enabled", asked);
+    let logs = flag("logs", true);
+    let metrics = flag("metrics", true);
+    let mut text = |k: &str, default: &str| match given(k) {
+        None => default.to_string(),
+        Some(Value::Str(s)) if !s.is_empty() => s.clone(),
+        Some(other) => {
+            errors.push(format!(
+                "`agent.monitoring.{k}` must be a name, found {}",
+                other.to_subst_text()
+            ));
+            default.to_string()
+        }
+    };
+    let use_output = text("use_output", "default");
+    let namespace = text("namespace", "default");
+    let period = match given("metrics_period") {
+        None => crate::inputs::monitoring::DEFAULT_PERIOD,
+        Some(v) => match crate::units::parse_duration(v) {
+            Ok(d) if d >= Duration::from_secs(1) => d,
+            Ok(_) => {
+                errors.push("`agent.monitoring.metrics_period` must be 1s or more".to_string());
+                crate::inputs::monitoring::DEFAULT_PERIOD
+            }
+            Err(e) => {
+                errors.push(format!("`agent.monitoring.metrics_period`: {e}"));
+                crate::inputs::monitoring::DEFAULT_PERIOD
+            }
+        },
+    };
+    (enabled && (logs || metrics)).then_some(Shipping {
+        use_output,
+        logs,
+        metrics,
+        namespace,
+        period,
+    })
 }
 
 /// Resolves `host:port` to one address to listen on.
@@ -190,6 +274,42 @@ mod tests {
         let e = agent("agent:\n  shutdown_timeout: soon\n  monitoring:\n    http: {enabled: yes please, port: 70000}\n").unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
         assert!(e[0].contains("`agent.shutdown_timeout`"), "{e:?}");
+    }
+
+    #[test]
+    fn monitoring_ships_as_elastics_manifest_asks_and_not_for_http_alone() {
+        let a = agent("agent:\n  monitoring:\n    enabled: true\n    use_output: default\n    logs: true\n    metrics: true\n").unwrap();
+        assert_eq!(
+            a.shipping,
+            Some(Shipping {
+                use_output: "default".into(),
+                logs: true,
+                metrics: true,
+                namespace: "default".into(),
+                period: Duration::from_secs(60),
+            })
+        );
+        let a = agent("agent.monitoring:\n  use_output: mon\n  logs: false\n  namespace: team\n  metrics_period: 10s\n").unwrap();
+        let s = a.shipping.unwrap();
+        assert_eq!(
+            (s.use_output.as_str(), s.logs, s.metrics),
+            ("mon", false, true)
+        );
+        assert_eq!(
+            (s.namespace.as_str(), s.period),
+            ("team", Duration::from_secs(10))
+        );
+        for off in [
+            "inputs: []\n",
+            "agent:\n  monitoring:\n    http: {enabled: true, port: 0}\n",
+            "agent:\n  monitoring:\n    enabled: false\n    logs: true\n",
+            "agent:\n  monitoring:\n    enabled: true\n    logs: false\n    metrics: false\n",
+        ] {
+            assert_eq!(agent(off).unwrap().shipping, None, "{off}");
+        }
+        let e = agent("agent:\n  monitoring:\n    enabled: sure\n    metrics_period: 0s\n")
+            .unwrap_err();
+        assert_eq!(e.len(), 2, "{e:?}");
     }
 
     #[test]

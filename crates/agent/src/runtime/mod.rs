@@ -16,6 +16,7 @@ pub mod kubernetes;
 pub mod policy_files;
 pub mod providers;
 mod reconcile;
+mod self_monitoring;
 pub mod state_claims;
 pub mod supervisor;
 
@@ -212,6 +213,13 @@ pub fn load(files: &PolicyFiles, statics: &Statics) -> Result<Loaded, Vec<String
     let kube = kubernetes_settings(&policy, &vars)
         .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
         .ok();
+    let mut policy = policy;
+    if let (Some(s), Some(o)) = (settings.as_ref().and_then(|s| s.shipping.as_ref()), &outs) {
+        let names: Vec<String> = o.iter().map(|o| o.name.clone()).collect();
+        if let Err(e) = self_monitoring::add_inputs(&mut policy, s, &names, &statics.fields.id) {
+            errors.push(format!("{file}: {e}"));
+        }
+    }
     match (settings, outs, elections, kube) {
         (Some(settings), Some(outputs), Some(elections), Some(kubernetes)) if errors.is_empty() => {
             Ok(Loaded {
@@ -348,6 +356,10 @@ impl Agent {
         let registries = Registries::new(&opts.data_path);
         registries.register_metrics(&mut registry);
         let registry: SharedRegistry = Arc::new(Mutex::new(registry));
+        if loaded.settings.shipping.as_ref().is_some_and(|s| s.logs) {
+            // From now on: the records of the start are shipped too.
+            crate::monitor::logtap::tap().open();
+        }
         let board = StatusBoard::new();
         board.set_redactor(loaded.redactor.clone());
         board.set_identity(statics.fields.name.clone());

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::prelude::*;
 
 use super::pump::Pump;
 
@@ -57,14 +58,18 @@ pub fn init_with(json: bool, level: Option<&str>) -> std::io::Result<Arc<Pump>> 
         None => tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
     };
-    let builder = tracing_subscriber::fmt()
+    // Records also go to the tap `agent.monitoring.logs` ships from
+    // (kept only while it is open).
+    let layers = tracing_subscriber::registry()
+        .with(filter)
+        .with(crate::monitor::logtap::TapLayer);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(Queue(pump.clone()))
-        .with_ansi(false)
-        .with_env_filter(filter);
+        .with_ansi(false);
     let _ = if json {
-        builder.json().flatten_event(true).try_init()
+        layers.with(fmt.json().flatten_event(true)).try_init()
     } else {
-        builder.try_init()
+        layers.with(fmt).try_init()
     };
     Ok(pump)
 }

@@ -96,7 +96,11 @@ pub fn translate(args: Vec<String>, state_path: Option<&str>) -> Result<Vec<Stri
         // An unknown word: the parser names it.
         _ => return Ok(args),
     };
-    let mut out = vec![args[0].clone(), "run".to_string()];
+    let mut out = vec![
+        args[0].clone(),
+        "run".to_string(),
+        "--elastic-defaults".to_string(),
+    ];
     let mut config: Option<String> = None;
     let mut path_config: Option<String> = None;
     let mut data: Option<String> = None;
@@ -177,7 +181,7 @@ mod tests {
         assert_eq!(
             translate(args("-c /etc/elastic-agent/agent.yml -e"), None),
             Ok(args(
-                "run -c /etc/elastic-agent/agent.yml --path.data /usr/share/elastic-agent/state/data --inputs-dir /usr/share/elastic-agent/state/inputs.d"
+                "run --elastic-defaults -c /etc/elastic-agent/agent.yml --path.data /usr/share/elastic-agent/state/data --inputs-dir /usr/share/elastic-agent/state/inputs.d"
             ))
         );
         // The image's own entrypoint form, STATE_PATH set, debug asked.
@@ -187,7 +191,7 @@ mod tests {
                 Some("/state/")
             ),
             Ok(args(
-                "run --log-level debug -c /etc/ea/agent.yml --path.data /state/data --inputs-dir /etc/ea/inputs.d"
+                "run --elastic-defaults --log-level debug -c /etc/ea/agent.yml --path.data /state/data --inputs-dir /etc/ea/inputs.d"
             ))
         );
         assert_eq!(
@@ -196,7 +200,7 @@ mod tests {
                 None
             ),
             Ok(args(
-                "run -c a.yml --path.data /d --inputs-dir /usr/share/elastic-agent/state/inputs.d"
+                "run --elastic-defaults -c a.yml --path.data /d --inputs-dir /usr/share/elastic-agent/state/inputs.d"
             ))
         );
     }

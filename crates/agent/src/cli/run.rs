@@ -34,6 +34,11 @@ pub struct RunArgs {
     /// change to any of them reloads the policy like a change to it.
     #[arg(long, value_name = "DIR", env = "LEASEHOLD_INPUTS_DIR")]
     pub inputs_dir: Option<PathBuf>,
+    /// Elastic Agent's defaults where they differ from leasehold's (set by
+    /// Elastic's command line): the single election's Lease is
+    /// `elastic-agent-cluster-leader` unless the policy names one.
+    #[arg(long)]
+    pub elastic_defaults: bool,
     /// Serve /livez, /readyz, /metrics and /status on HOST:PORT (overrides
     /// `agent.monitoring.http`).
     #[arg(long, value_name = "HOST:PORT")]
@@ -107,6 +112,7 @@ pub fn run(args: &RunArgs) -> i32 {
             version: env!("CARGO_PKG_VERSION").into(),
             node: crate::pipeline::publisher::AgentFields::node_name(),
         },
+        elastic_defaults: args.elastic_defaults,
     };
     let files = runtime::policy_files::PolicyFiles {
         policy: args.config.clone(),

@@ -11,6 +11,7 @@ mod balance;
 mod balancers;
 mod candidacy;
 pub mod config;
+mod elastic_defaults;
 pub mod elections;
 pub mod kubernetes;
 pub mod policy_files;
@@ -138,6 +139,10 @@ pub struct Statics {
     pub agent: Value,
     /// The agent's fields on events.
     pub fields: AgentFields,
+    /// Run with Elastic Agent's defaults where they differ from
+    /// leasehold's (started by Elastic's command line): the Lease of the
+    /// single election is `elastic-agent-cluster-leader`.
+    pub elastic_defaults: bool,
 }
 
 /// Reads and checks a policy: every problem with file:line:column, the
@@ -208,6 +213,13 @@ pub fn load(files: &PolicyFiles, statics: &Statics) -> Result<Loaded, Vec<String
         .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
         .ok();
     let elections = leasehold_policy::elections::elections(&policy, &vars)
+        .map(|specs| {
+            if statics.elastic_defaults {
+                elastic_defaults::lease(&policy, specs)
+            } else {
+                specs
+            }
+        })
         .map_err(|e| errors.push(e.to_string()))
         .ok();
     let kube = kubernetes_settings(&policy, &vars)

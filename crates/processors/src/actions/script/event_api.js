@@ -1,11 +1,10 @@
 // Beats' Event API for `script` processors, over the event's fields as a
 // plain object. Evaluated before the user's script; everything it needs is
 // captured here, so a script that replaces JSON, Object or Array cannot
-// break the crossing of events.
+// break the Event API.
 (function (global) {
   "use strict";
   var parse = JSON.parse;
-  var stringify = JSON.stringify;
   var isArray = Array.isArray;
   var hasOwn = Object.prototype.hasOwnProperty;
   var defineProperty = Object.defineProperty;
@@ -22,7 +21,11 @@
   // A plain write: a key such as `__proto__` becomes a field, not a
   // prototype.
   function set(obj, key, value) {
-    defineProperty(obj, key, { value: value, writable: true, enumerable: true, configurable: true });
+    if (key === "__proto__") {
+      defineProperty(obj, key, { value: value, writable: true, enumerable: true, configurable: true });
+    } else {
+      obj[key] = value;
+    }
   }
 
   // Walks `key` as Beats' mapstr does: at each level the whole remaining key
@@ -50,7 +53,13 @@
   }
 
   function get(fields, key) {
-    var at = find(fields, String(key), false);
+    key = String(key);
+    // The common case first: a top-level key.
+    if (hasOwn.call(fields, key)) {
+      var top = fields[key];
+      return top === undefined ? null : top;
+    }
+    var at = find(fields, key, false);
     if (at === null || !at[2]) return null;
     var v = at[0][at[1]];
     return v === undefined ? null : v;
@@ -89,13 +98,15 @@
     }
   }
 
-  function need(args, n, what) {
-    if (args.length !== n) throw new Error(what);
+  // Beats refuses a call missing an argument; `undefined` stands for a
+  // missing one (reading `arguments` would cost every call an object).
+  function need(value, what) {
+    if (value === undefined) throw new Error(what);
   }
 
   function Event(fields) {
     if (!(this instanceof Event)) throw new TypeError("Event must be called with new");
-    need(arguments, 1, "Event constructor requires one argument");
+    need(fields, "Event constructor requires one argument");
     if (!isMap(fields)) throw new TypeError("Event constructor requires an object argument but got " + typeName(fields));
     // The methods work on the fields given here even when a script
     // reassigns `event.fields`, as Beats' do.
@@ -108,11 +119,11 @@
     return get(this._fields, key);
   };
   Event.prototype.Put = function (key, value) {
-    need(arguments, 2, "Put requires two arguments (key and value)");
+    need(value, "Put requires two arguments (key and value)");
     return put(this._fields, key, value);
   };
   Event.prototype.Rename = function (from, to) {
-    need(arguments, 2, "Rename requires two arguments (from and to)");
+    need(to, "Rename requires two arguments (from and to)");
     from = String(from);
     to = String(to);
     var target = find(this._fields, to, false);
@@ -130,18 +141,18 @@
     return true;
   };
   Event.prototype.Delete = function (key) {
-    need(arguments, 1, "Delete requires one argument");
+    need(key, "Delete requires one argument");
     return remove(this._fields, key);
   };
   Event.prototype.Cancel = function () {
     this._cancelled = true;
   };
   Event.prototype.Tag = function (tag) {
-    need(arguments, 1, "Tag requires one argument");
+    need(tag, "Tag requires one argument");
     appendString(this._fields, "tags", String(tag), true);
   };
   Event.prototype.AppendTo = function (field, value) {
-    need(arguments, 2, "AppendTo requires two arguments (field and value)");
+    need(value, "AppendTo requires two arguments (field and value)");
     appendString(this._fields, String(field), String(value), false);
   };
   freeze(Event.prototype);
@@ -176,15 +187,15 @@
     if (typeof global.test !== "function") throw new Error("test is not a function");
     global.test();
   }
-  // One event in, its fields out as JSON (null when cancelled).
-  function run(text) {
-    current = new Event(parse(text));
+  // One event's fields in, the same object out (null when cancelled).
+  function run(fields) {
+    current = new Event(fields);
     processFn(current);
-    return current._cancelled ? null : stringify(current._fields);
+    return current._cancelled ? null : current._fields;
   }
   // The fields as the failed call left them.
   function leftover() {
-    return current === null ? null : stringify(current._fields);
+    return current === null ? null : current._fields;
   }
 
   var own = { Event: Event, require: require };

@@ -13,12 +13,13 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Action, Event, Flow};
 use crate::path;
 use crate::settings::{Diag, Settings, kind};
 
+mod crossing;
 mod exact;
 mod session;
 
@@ -242,7 +243,6 @@ impl ScriptProcessor {
 impl Action for ScriptProcessor {
     fn run(&self, event: &mut Event) -> Result<Flow, String> {
         let big = BigInts::find(event);
-        let text = serde_json::to_string(event).map_err(|e| e.to_string())?;
         let session = match self.session() {
             Ok(s) => s,
             Err(e) => {
@@ -251,32 +251,19 @@ impl Action for ScriptProcessor {
                 return Err(message);
             }
         };
-        match session.run(&text, self.timeout) {
+        match session.run(event, self.timeout) {
             Ran::Cancelled => {
                 self.put_back(session);
                 Ok(Flow::Drop)
             }
-            Ran::Kept(out) => {
+            Ran::Kept(mut fields) => {
                 self.put_back(session);
-                match serde_json::from_str::<Map<String, Value>>(&out) {
-                    Ok(mut fields) => {
-                        big.restore(&mut fields);
-                        *event = fields;
-                        Ok(Flow::Continue)
-                    }
-                    Err(_) => {
-                        let message = "failed in process function: the event's fields are no longer a JSON object";
-                        self.mark_failed(event, message);
-                        Err(message.to_owned())
-                    }
-                }
+                big.restore(&mut fields);
+                *event = fields;
+                Ok(Flow::Continue)
             }
             Ran::Failed(failure) => {
-                if let Some(mut left) = failure
-                    .leftover
-                    .as_deref()
-                    .and_then(|t| serde_json::from_str::<Map<String, Value>>(t).ok())
-                {
+                if let Some(mut left) = failure.leftover {
                     big.restore(&mut left);
                     *event = left;
                 }

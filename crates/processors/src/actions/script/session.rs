@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use rquickjs::context::EvalOptions;
 use rquickjs::{Context, Ctx, Function, Object, Runtime, Value};
+use serde_json::Map;
+
+use super::crossing;
 
 /// Beats' Event API, evaluated before the user's script.
 const EVENT_API: &str = include_str!("event_api.js");
@@ -57,8 +60,8 @@ pub(super) struct Session {
 /// What one call of `process` did.
 #[derive(Debug)]
 pub(super) enum Ran {
-    /// The event's fields afterwards, as JSON.
-    Kept(String),
+    /// The event's fields afterwards.
+    Kept(Map<String, serde_json::Value>),
     /// `event.Cancel()` was called.
     Cancelled,
     Failed(Failure),
@@ -70,7 +73,7 @@ pub(super) struct Failure {
     pub message: String,
     /// The fields as the script left them (Beats keeps its changes), when
     /// they could still be read.
-    pub leftover: Option<String>,
+    pub leftover: Option<Map<String, serde_json::Value>>,
     /// Whether the session may serve another event: not after a timeout or
     /// running out of memory, which may leave it half way through anything.
     pub reusable: bool,
@@ -89,13 +92,9 @@ impl Session {
             now_nanos() >= seen.load(Ordering::Relaxed)
         })));
         let ctx = Context::full(&runtime).map_err(|e| format!("cannot start the engine: {e}"))?;
-        let session = Session {
-            ctx,
-            _runtime: runtime,
-            deadline,
-        };
-        session.set_deadline(LOAD_DEADLINE);
-        let loaded = session.ctx.with(|ctx| -> Result<(), String> {
+        let at = now_nanos().saturating_add(u64::try_from(LOAD_DEADLINE.as_nanos()).unwrap_or(0));
+        deadline.store(at, Ordering::Relaxed);
+        let loaded = ctx.with(|ctx| -> Result<(), String> {
             eval(&ctx, EVENT_API, "event_api.js").map_err(|e| format!("the Event API: {e}"))?;
             eval(&ctx, &script.source, &script.name)?;
             let api = api(&ctx)?;
@@ -106,10 +105,14 @@ impl Session {
             }
             call(&ctx, &api, "test", ()).map_err(|e| format!("failed in test() function: {e}"))
         });
-        let timed_out = session.passed();
-        session.clear_deadline();
+        let timed_out = now_nanos() >= deadline.load(Ordering::Relaxed);
+        deadline.store(NO_DEADLINE, Ordering::Relaxed);
         match loaded {
-            Ok(()) => Ok(session),
+            Ok(()) => Ok(Session {
+                ctx,
+                _runtime: runtime,
+                deadline,
+            }),
             Err(_) if timed_out => Err(format!(
                 "loading the script took longer than {}s (its top level, `register` and `test` must return)",
                 LOAD_DEADLINE.as_secs()
@@ -118,18 +121,15 @@ impl Session {
         }
     }
 
-    /// Runs `process` on the event `fields` (JSON), stopped after `timeout`.
-    pub fn run(&self, fields: &str, timeout: Duration) -> Ran {
+    /// Runs `process` on the event `fields`, stopped after `timeout`.
+    pub fn run(&self, fields: &Map<String, serde_json::Value>, timeout: Duration) -> Ran {
         self.set_deadline(timeout);
         let ran = self.ctx.with(|ctx| -> Result<Ran, String> {
-            let api = api(&ctx)?;
-            let run: Function = api.get("run").map_err(|e| e.to_string())?;
-            match run.call::<_, Value>((fields,)) {
+            let run: Function = api(&ctx)?.get("run").map_err(|e| e.to_string())?;
+            let object = crossing::object_to_js(&ctx, fields).map_err(|e| describe(&ctx, e))?;
+            match run.call::<_, Value>((object,)) {
                 Ok(v) if v.is_null() => Ok(Ran::Cancelled),
-                Ok(v) => match v.as_string().map(|s| s.to_string()) {
-                    Some(Ok(text)) => Ok(Ran::Kept(text)),
-                    _ => Err("the event's fields do not serialize to a JSON object".to_owned()),
-                },
+                Ok(v) => crossing::object_from_js(&v).map(Ran::Kept),
                 Err(e) => Err(describe(&ctx, e)),
             }
         });
@@ -153,15 +153,16 @@ impl Session {
     }
 
     /// The fields as the last call left them.
-    fn leftover(&self) -> Option<String> {
+    fn leftover(&self) -> Option<Map<String, serde_json::Value>> {
         self.set_deadline(LEFTOVER_DEADLINE);
-        let text = self.ctx.with(|ctx| {
+        let fields = self.ctx.with(|ctx| {
             let api = api(&ctx).ok()?;
             let f: Function = api.get("leftover").ok()?;
-            f.call::<_, Option<String>>(()).ok().flatten()
+            let v: Value = f.call(()).ok()?;
+            crossing::object_from_js(&v).ok()
         });
         self.clear_deadline();
-        text
+        fields
     }
 
     fn set_deadline(&self, after: Duration) {

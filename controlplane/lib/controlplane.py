@@ -328,8 +328,20 @@ def component_args(state: dict, comp: str) -> list[str]:
             "--listen-metrics-urls", "", "--unsafe-no-fsync", "--log-level", "warn",
         ]
     pki = d / "pki"
+    # An audit log as kubeadm clusters are often set up (Metadata level),
+    # for the agent's audit-log stream to read (DIR/audit/).
+    (d / "audit").mkdir(exist_ok=True)
+    policy = d / "audit-policy.yaml"
+    if not policy.exists():
+        policy.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+            "rules:\n  - level: Metadata\n"
+        )
     return [
         bins["kube-apiserver"],
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={d / 'audit' / 'kube-apiserver-audit.log'}",
+        "--audit-log-maxsize=50", "--audit-log-maxbackup=1",
         "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
         f"--secure-port={state['apiserver_port']}",
         f"--etcd-servers=http://127.0.0.1:{state['etcd_client_port']}",

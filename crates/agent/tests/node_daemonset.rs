@@ -1931,3 +1931,608 @@ async fn elastics_standalone_policy_on_a_real_node_ships_its_datasets() -> Resul
     node.down()?;
     Ok(())
 }
+
+/// Where Elastic's pinned manifest is, and the Lease it elects on.
+const ELASTIC_MANIFEST: &str = "../../deploy/elastic/elastic-agent-standalone-kubernetes.yaml";
+const ELASTIC_NS: &str = "kube-system";
+const ELASTIC_SELECTOR: &str = "app.kubernetes.io/name=elastic-agent-standalone";
+/// The state directory the manifest mounts from the host.
+const ELASTIC_STATE: &str = "/var/lib/elastic-agent-standalone/kube-system/state";
+
+/// Elastic's manifest as JSON objects with `image:` swapped for the agent
+/// built for the tests, and what this one-node test cluster forces, each
+/// change returned to be printed.
+fn elastic_manifest(
+    plane: &ControlPlane,
+    node: &Node,
+    es_host: &str,
+) -> Result<(Value, Vec<String>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(ELASTIC_MANIFEST);
+    let yaml = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let list: Value = serde_json::from_str(&node.kubectl(
+        &["apply", "--dry-run=client", "-o", "json", "-f", "-"],
+        Some(&yaml),
+    )?)?;
+    let mut items = list["items"].as_array().cloned().context("a List")?;
+    let mut changes = Vec::new();
+    let map = items
+        .iter_mut()
+        .find(|o| o["kind"] == "ConfigMap")
+        .context("the ConfigMap")?;
+    let policy = map["data"]["agent.yml"]
+        .as_str()
+        .context("agent.yml")?
+        .to_string();
+    let ksm = ksm_host(plane)?;
+    let kubelet = leasehold_testkit::node::KUBELET_PORT;
+    let mut swapped = policy.clone();
+    for (from, to, why) in [
+        (
+            "'kube-state-metrics:8080'".to_string(),
+            format!("'{ksm}'"),
+            "kube-state-metrics runs beside the plane: the node has no cluster DNS or Service routing",
+        ),
+        (
+            ":10250'".to_string(),
+            format!(":{kubelet}'"),
+            "the test kubelet's port",
+        ),
+    ] {
+        anyhow::ensure!(swapped.contains(&from), "agent.yml has {from}");
+        swapped = swapped.replace(&from, &to);
+        changes.push(format!("agent.yml: {from} -> {to} ({why})"));
+    }
+    map["data"]["agent.yml"] = json!(swapped);
+    let ds = items
+        .iter_mut()
+        .find(|o| o["kind"] == "DaemonSet")
+        .context("the DaemonSet")?;
+    let c = &mut ds["spec"]["template"]["spec"]["containers"][0];
+    changes.push(format!("image: {} -> {AGENT_IMAGE}", c["image"]));
+    c["image"] = json!(AGENT_IMAGE);
+    c["imagePullPolicy"] = json!("Never");
+    changes
+        .push("imagePullPolicy: Never (the image is imported into the node's containerd)".into());
+    let api = plane.apiserver_addr();
+    let env = c["env"].as_array_mut().context("env")?;
+    let es = env
+        .iter_mut()
+        .find(|e| e["name"] == "ES_HOST")
+        .context("ES_HOST")?;
+    changes.push(format!(
+        "env ES_HOST: {} -> {es_host} (the manifest leaves it to the user)",
+        es["value"]
+    ));
+    es["value"] = json!(es_host);
+    env.push(json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}));
+    env.push(json!({"name": "KUBERNETES_SERVICE_PORT", "value": api.port().to_string()}));
+    changes.push(format!(
+        "env KUBERNETES_SERVICE_HOST/PORT: 127.0.0.1:{} (the API server listens on loopback; no kube-proxy)",
+        api.port()
+    ));
+    Ok((
+        json!({"apiVersion": "v1", "kind": "List", "items": items}),
+        changes,
+    ))
+}
+
+/// One object of every kind the policy's `state_*` streams describe that
+/// the node does not have already; none runs a pod.
+fn state_objects() -> Value {
+    let meta = |name: &str| json!({"name": name, "namespace": "default", "labels": {"app": name}});
+    let template = |restart: &str| {
+        json!({"metadata": {"labels": {"app": "idle"}}, "spec": {
+            "restartPolicy": restart,
+            "containers": [{"name": "idle", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never", "command": ["true"]}]}})
+    };
+    let (idle, once) = (template("Always"), template("Never"));
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("idle"), "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "idle"}}, "template": idle}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("idle"), "spec": {
+            "replicas": 0, "serviceName": "idle", "selector": {"matchLabels": {"app": "idle"}}, "template": idle}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("idle"), "spec": {
+            "suspend": true, "template": once}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta("idle"), "spec": {
+            "suspend": true, "schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": once}}}},
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("idle"), "spec": {"hard": {"pods": "100"}}},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": "elastic-manifest"}, "provisioner": "example.com/none"},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "elastic-manifest"}, "spec": {
+            "capacity": {"storage": "1Mi"}, "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "elastic-manifest", "hostPath": {"path": "/nonexistent-elastic-manifest"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta("idle"), "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "elastic-manifest",
+            "resources": {"requests": {"storage": "1Mi"}}}},
+    ]})
+}
+
+/// The data streams Elastic's manifest's policy ships to, and whether this
+/// node has their source (else why not).
+const ELASTIC_STREAMS: &[(&str, Option<&str>)] = &[
+    ("logs-kubernetes.container_logs-default", None),
+    ("logs-kubernetes.audit_logs-default", None),
+    ("metrics-kubernetes.apiserver-default", None),
+    ("metrics-kubernetes.event-default", None),
+    ("metrics-kubernetes.state_container-default", None),
+    ("metrics-kubernetes.state_cronjob-default", None),
+    ("metrics-kubernetes.state_daemonset-default", None),
+    ("metrics-kubernetes.state_deployment-default", None),
+    ("metrics-kubernetes.state_job-default", None),
+    ("metrics-kubernetes.state_namespace-default", None),
+    ("metrics-kubernetes.state_node-default", None),
+    ("metrics-kubernetes.state_persistentvolume-default", None),
+    (
+        "metrics-kubernetes.state_persistentvolumeclaim-default",
+        None,
+    ),
+    ("metrics-kubernetes.state_pod-default", None),
+    ("metrics-kubernetes.state_replicaset-default", None),
+    ("metrics-kubernetes.state_resourcequota-default", None),
+    ("metrics-kubernetes.state_service-default", None),
+    ("metrics-kubernetes.state_statefulset-default", None),
+    ("metrics-kubernetes.state_storageclass-default", None),
+    ("metrics-kubernetes.container-default", None),
+    ("metrics-kubernetes.node-default", None),
+    ("metrics-kubernetes.pod-default", None),
+    ("metrics-kubernetes.system-default", None),
+    ("metrics-kubernetes.volume-default", None),
+    ("metrics-system.cpu-default", None),
+    ("metrics-system.diskio-default", None),
+    ("metrics-system.filesystem-default", None),
+    ("metrics-system.fsstat-default", None),
+    ("metrics-system.load-default", None),
+    ("metrics-system.memory-default", None),
+    ("metrics-system.network-default", None),
+    ("metrics-system.process-default", None),
+    ("metrics-system.process_summary-default", None),
+    ("metrics-system.socket_summary-default", None),
+    ("metrics-system.uptime-default", None),
+    ("logs-elastic_agent-default", None),
+    ("metrics-elastic_agent.elastic_agent-default", None),
+    (
+        "logs-system.auth-default",
+        Some("this machine has no /var/log/auth.log or /var/log/secure"),
+    ),
+    (
+        "logs-system.syslog-default",
+        Some("this machine has no /var/log/messages or /var/log/syslog"),
+    ),
+    (
+        "metrics-kubernetes.proxy-default",
+        Some("the node runs no kube-proxy (localhost:10249)"),
+    ),
+    (
+        "metrics-kubernetes.controllermanager-default",
+        Some(
+            "its stream is for a pod labelled component=kube-controller-manager; the node's is a host process",
+        ),
+    ),
+    (
+        "metrics-kubernetes.scheduler-default",
+        Some(
+            "its stream is for a pod labelled component=kube-scheduler; the node's is a host process",
+        ),
+    ),
+];
+
+/// Elastic's own standalone manifest (`deploy/elastic`, pinned at
+/// elastic/elastic-agent 77a65898) on the real node with its `image:`
+/// swapped for leasehold's and only what a one-node test cluster forces
+/// changed (printed): every data stream whose source the node has arrives
+/// in a real OpenSearch with Elastic's fields, each one's documents per
+/// minute printed; the pod elects itself on Elastic's Lease with the
+/// manifest's Role; `/hostfs` is read for system metrics; the agent ships
+/// its own logs and metrics (`agent.monitoring`). Then the pod is replaced
+/// three ways (`kubectl delete pod`, `kubectl rollout restart`, a changed
+/// ConfigMap and a restart): no line of the workload's logs is lost or
+/// shipped twice (the registry lives under the manifest's state hostPath),
+/// leader-gated `state_pod` documents of two pods never overlap and their
+/// gap, beyond the period, stays within the lease duration, and the
+/// changed policy is the one running. The agent pod's memory is printed
+/// beside the manifest's 500Mi request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> Result<()> {
+    let _one = NODE.lock().await;
+    let plane = ControlPlane::shared();
+    let sink_dir = tempfile::tempdir()?;
+    let sink = TestSink::start(SinkKind::OpenSearch, sink_dir.path())?;
+    // A clean state directory: the registry of an earlier run names
+    // containers of another node.
+    let _ = std::fs::remove_dir_all(ELASTIC_STATE);
+    let docker_dir = std::path::Path::new("/var/lib/docker/containers");
+    let docker_dir_was_there = docker_dir.exists();
+    // The API server's audit log where the policy's audit stream reads it,
+    // as on a kubeadm node: the plane's audit directory bound over the
+    // host's /var/log/kubernetes (the pod mounts /var/log).
+    let audit = AuditLogOnHost::bind(plane)?;
+    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    start_counter(&node)?;
+    node.kubectl(&["apply", "-f", "-"], Some(&state_objects().to_string()))?;
+    let (objects, changes) = elastic_manifest(plane, &node, sink.url())?;
+    for c in &changes {
+        println!("elastic manifest, changed for the test node: {c}");
+    }
+    node.kubectl(&["apply", "-f", "-"], Some(&objects.to_string()))?;
+    let first = node
+        .wait_ready(ELASTIC_NS, ELASTIC_SELECTOR, 1, POD_READY)
+        .await?[0]
+        .clone();
+    node.wait_ready("default", "app=counter", 1, POD_READY)
+        .await?;
+    // The manifest configures no `kubernetes_leaderelection`: Elastic's
+    // default Lease, in the pod's namespace, under the manifest's Role
+    // (get, create, update).
+    let lease = "elastic-agent-cluster-leader";
+    wait_holder(&node, ELASTIC_NS, lease, &first, Duration::from_secs(60)).await?;
+    let count =
+        |index: &str| -> usize { sources(&sink, index, &["@timestamp"]).map_or(0, |d| d.len()) };
+    let expected: Vec<&str> = ELASTIC_STREAMS
+        .iter()
+        .filter(|(_, why)| why.is_none())
+        .map(|(i, _)| *i)
+        .collect();
+    // An Event once the leader watches (the watch starts from now).
+    let mut event_made = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        if !event_made && count("metrics-kubernetes.state_pod-default") > 0 {
+            let now = jiff::Timestamp::now().to_string();
+            node.kubectl(
+                &["apply", "-f", "-"],
+                Some(
+                    &json!({"apiVersion": "v1", "kind": "Event",
+                            "metadata": {"name": "elastic-manifest", "namespace": "default"},
+                            "involvedObject": {"kind": "Pod", "name": "counter", "namespace": "default"},
+                            "reason": "Testing", "message": "an Event for the event metricset",
+                            "type": "Normal", "firstTimestamp": now, "lastTimestamp": now})
+                    .to_string(),
+                ),
+            )?;
+            event_made = true;
+        }
+        let missing: Vec<&str> = expected.iter().copied().filter(|i| count(i) == 0).collect();
+        if missing.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "data streams not in OpenSearch: {missing:?}; the agent's log: {}",
+            node.kubectl(&["logs", "-n", ELASTIC_NS, &first, "--tail=60"], None)
+                .unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Documents per minute, over one minute.
+    let before: Vec<usize> = ELASTIC_STREAMS.iter().map(|(i, _)| count(i)).collect();
+    let window = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let minutes = window.elapsed().as_secs_f64() / 60.0;
+    for ((index, why), b) in ELASTIC_STREAMS.iter().zip(&before) {
+        let per_minute = (count(index) - b) as f64 / minutes;
+        match why {
+            None => println!("elastic manifest stream {index}: {per_minute:.0} documents/min"),
+            Some(why) => println!(
+                "elastic manifest stream {index}: {per_minute:.0} documents/min (not on this node: {why})"
+            ),
+        }
+    }
+    // A stream this node cannot feed says why in the log, once.
+    let said = node.kubectl(&["logs", "-n", ELASTIC_NS, &first], None)?;
+    for (needle, what) in [
+        ("no file matches /var/log/auth.log*", "the auth log"),
+        ("http://localhost:10249/metrics", "kube-proxy's metrics"),
+    ] {
+        let lines: Vec<&str> = said.lines().filter(|l| l.contains(needle)).collect();
+        println!(
+            "elastic manifest, why {what} is not shipped: {}",
+            lines.join(" | ")
+        );
+        assert_eq!(lines.len(), 1, "{what} said once: {said}");
+    }
+    // Elastic's fields where the sources meet.
+    let logs = sources(
+        &sink,
+        "logs-kubernetes.container_logs-default",
+        &["kubernetes", "container", "message"],
+    )?;
+    let line = logs
+        .iter()
+        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
+        .context("a counter line")?;
+    assert_eq!(line["kubernetes"]["container"]["name"], "count", "{line}");
+    assert_eq!(line["kubernetes"]["labels"]["app"], "counter", "{line}");
+    assert_eq!(line["container"]["runtime"], "containerd", "{line}");
+    // The audit log through Elastic's JavaScript processor: annotation
+    // keys de-dotted, as its test() expects.
+    let audits = sources(
+        &sink,
+        "logs-kubernetes.audit_logs-default",
+        &["kubernetes", "tags"],
+    )?;
+    let annotated = audits
+        .iter()
+        .find(|d| d["kubernetes"]["audit"]["annotations"].is_object())
+        .context("an audit event with annotations")?;
+    let keys: Vec<&String> = annotated["kubernetes"]["audit"]["annotations"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert!(
+        keys.iter().all(|k| !k.contains('.'))
+            && keys.iter().any(|k| k.starts_with("authorization_k8s_io/")),
+        "annotations de-dotted by the script: {annotated}"
+    );
+    assert!(
+        audits.iter().all(|d| d["tags"]
+            .as_array()
+            .is_none_or(|t| !t.iter().any(|t| t == "_js_exception"))),
+        "no audit event failed the script"
+    );
+    // The host's root through /hostfs: the node's processes, not the
+    // container's alone.
+    let summary = sources(&sink, "metrics-system.process_summary-default", &["system"])?;
+    assert!(
+        summary
+            .iter()
+            .any(|d| d["system"]["process"]["summary"]["total"]
+                .as_u64()
+                .unwrap_or(0)
+                > 10),
+        "the host's processes through /hostfs/proc: {summary:?}"
+    );
+    // The agent pod's memory, as the kubelet reports it.
+    let pods = sources(&sink, "metrics-kubernetes.pod-default", &["kubernetes"])?;
+    let working_set: Vec<u64> = pods
+        .iter()
+        .filter(|d| d["kubernetes"]["pod"]["name"] == first.as_str())
+        .filter_map(|d| d["kubernetes"]["pod"]["memory"]["working_set"]["bytes"].as_u64())
+        .collect();
+    let peak = working_set
+        .iter()
+        .max()
+        .copied()
+        .context("the agent pod's memory")?;
+    println!(
+        "elastic manifest: agent pod working set {:.1} MiB last, {:.1} MiB at most over {} samples; the manifest requests 500Mi, limits 1200Mi",
+        *working_set.last().unwrap_or(&0) as f64 / 1048576.0,
+        peak as f64 / 1048576.0,
+        working_set.len()
+    );
+    assert!(
+        peak < 500 << 20,
+        "the agent pod outgrew the manifest's request: {peak}"
+    );
+
+    // Three replacements of the pod.
+    let mut pods_seen = vec![first.clone()];
+    let steps = [
+        "kubectl delete pod",
+        "kubectl rollout restart",
+        "a changed ConfigMap, then kubectl rollout restart",
+    ];
+    for step in steps {
+        let before = pods_seen.last().context("a pod")?.clone();
+        match step {
+            "kubectl delete pod" => {
+                node.kubectl(
+                    &["delete", "pod", "-n", ELASTIC_NS, &before, "--wait=false"],
+                    None,
+                )?;
+            }
+            "kubectl rollout restart" => {
+                node.kubectl(
+                    &[
+                        "rollout",
+                        "restart",
+                        "daemonset/elastic-agent-standalone",
+                        "-n",
+                        ELASTIC_NS,
+                    ],
+                    None,
+                )?;
+            }
+            _ => {
+                // The manifest mounts agent.yml with `subPath`: a changed
+                // ConfigMap reaches a new pod only, as with Elastic Agent.
+                let map: Value = serde_json::from_str(&node.kubectl(
+                    &[
+                        "get",
+                        "configmap",
+                        "agent-node-datastreams",
+                        "-n",
+                        ELASTIC_NS,
+                        "-o",
+                        "json",
+                    ],
+                    None,
+                )?)?;
+                let text = map["data"]["agent.yml"].as_str().context("agent.yml")?;
+                let changed = text.replace(
+                    "    logs: true\n    metrics: true\n",
+                    "    logs: true\n    metrics: true\n    namespace: rollout\n",
+                );
+                anyhow::ensure!(changed != text, "agent.monitoring in agent.yml");
+                let mut map = map.clone();
+                map["data"]["agent.yml"] = json!(changed);
+                node.kubectl(&["apply", "-f", "-"], Some(&map.to_string()))?;
+                node.kubectl(
+                    &[
+                        "rollout",
+                        "restart",
+                        "daemonset/elastic-agent-standalone",
+                        "-n",
+                        ELASTIC_NS,
+                    ],
+                    None,
+                )?;
+            }
+        }
+        let after = replacement(&node, ELASTIC_NS, ELASTIC_SELECTOR, &before).await?;
+        wait_holder(&node, ELASTIC_NS, lease, &after, Duration::from_secs(60)).await?;
+        wait_docs(
+            &sink,
+            "metrics-kubernetes.state_pod-default",
+            &["agent.name"],
+            Duration::from_secs(60),
+            &format!("the pod after {step} ships kube-state-metrics"),
+            |d| d.iter().any(|x| x["agent"]["name"] == after.as_str()),
+        )?;
+        wait_docs(
+            &sink,
+            "logs-kubernetes.container_logs-default",
+            &["message", "kubernetes.pod.name", "agent.name"],
+            Duration::from_secs(60),
+            &format!("the pod after {step} ships the workload's logs"),
+            |d| counter_lines(d, Some(&after)).len() >= 10,
+        )?;
+        pods_seen.push(after);
+    }
+    // The changed policy runs: the agent's own documents go to the new
+    // namespace.
+    wait_docs(
+        &sink,
+        "metrics-elastic_agent.elastic_agent-rollout",
+        &["agent.name"],
+        Duration::from_secs(90),
+        "the changed ConfigMap's monitoring namespace",
+        |d| !d.is_empty(),
+    )?;
+    // Every line from the first on, once.
+    let logs = sources(
+        &sink,
+        "logs-kubernetes.container_logs-default",
+        &["message", "kubernetes.pod.name", "agent.name"],
+    )?;
+    let mut lines = counter_lines(&logs, None);
+    let shipped = lines.len();
+    lines.sort_unstable();
+    lines.dedup();
+    let (lo, hi) = (lines[0], lines[lines.len() - 1]);
+    let missing: Vec<u64> = (lo..=hi)
+        .filter(|n| lines.binary_search(n).is_err())
+        .collect();
+    println!(
+        "elastic manifest: workload lines {lo}..={hi} across {} pods: {shipped} shipped, {} twice, {} missing",
+        pods_seen.len(),
+        shipped - lines.len(),
+        missing.len()
+    );
+    // Leader-gated data, judged from its own timestamps.
+    let state = sources(
+        &sink,
+        "metrics-kubernetes.state_pod-default",
+        &["agent.name", "@timestamp"],
+    )?;
+    let span = |who: &str| -> Result<(i64, i64)> {
+        let times: Vec<i64> = state
+            .iter()
+            .filter(|d| d["agent"]["name"] == who)
+            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
+            .collect();
+        Ok((
+            *times
+                .iter()
+                .min()
+                .with_context(|| format!("{who}'s state_pod"))?,
+            *times.iter().max().context("a time")?,
+        ))
+    };
+    // The policy's state_* period and Elastic's default lease duration.
+    let (period_us, lease_us) = (10_000_000, 15_000_000);
+    for (i, pair) in pods_seen.windows(2).enumerate() {
+        let ((_, old_last), (new_first, _)) = (span(&pair[0])?, span(&pair[1])?);
+        let gap = new_first - old_last;
+        println!(
+            "elastic manifest, {}: {} -> {}, state_pod gap {} ms (period 10 s)",
+            steps[i],
+            pair[0],
+            pair[1],
+            gap / 1000
+        );
+        assert!(
+            old_last < new_first,
+            "{}: {}'s gated documents overlap its successor's",
+            steps[i],
+            pair[0]
+        );
+        assert!(
+            gap - period_us <= lease_us,
+            "{}: the gated data stopped for {} ms beyond its period, more than the lease duration",
+            steps[i],
+            (gap - period_us) / 1000
+        );
+    }
+    assert!(
+        missing.is_empty() && shipped == lines.len(),
+        "lines lost {missing:?} or shipped twice ({} repeats) across the replacements",
+        shipped - lines.len()
+    );
+    assert_eq!(lo, 1, "the workload's first line");
+    // Leave the shared plane as it was.
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(ELASTIC_MANIFEST);
+    node.kubectl(
+        &[
+            "delete",
+            "--wait=false",
+            "--ignore-not-found",
+            "-f",
+            manifest.to_str().context("path")?,
+        ],
+        None,
+    )?;
+    node.kubectl(
+        &["delete", "--wait=false", "--ignore-not-found", "-f", "-"],
+        Some(&state_objects().to_string()),
+    )?;
+    node.down()?;
+    drop(audit);
+    let _ = std::fs::remove_dir_all(ELASTIC_STATE);
+    if !docker_dir_was_there {
+        let _ = std::fs::remove_dir(docker_dir);
+    }
+    Ok(())
+}
+
+/// The plane's audit directory bound over the host's `/var/log/kubernetes`
+/// for as long as this lives.
+struct AuditLogOnHost {
+    created: bool,
+}
+
+impl AuditLogOnHost {
+    const TARGET: &'static str = "/var/log/kubernetes";
+
+    fn bind(plane: &ControlPlane) -> Result<AuditLogOnHost> {
+        let target = std::path::Path::new(Self::TARGET);
+        // A bind left by a run that was killed.
+        let _ = std::process::Command::new("umount").arg(target).output();
+        let created = !target.exists();
+        std::fs::create_dir_all(target)?;
+        let source = plane.dir().join("audit");
+        let out = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(&source)
+            .arg(target)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "mount --bind {} {}: {}",
+            source.display(),
+            Self::TARGET,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(AuditLogOnHost { created })
+    }
+}
+
+impl Drop for AuditLogOnHost {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(Self::TARGET)
+            .output();
+        if self.created {
+            let _ = std::fs::remove_dir(Self::TARGET);
+        }
+    }
+}

@@ -169,9 +169,11 @@ impl Processors {
         self.steps.is_empty()
     }
 
-    /// Whether a processor may take long on one event (a `script`, up to
-    /// its `timeout`), so the caller should run [`Processors::apply`] on a
-    /// thread that may block rather than on an async worker.
+    /// Whether a processor takes long on an event (a `script` whose call
+    /// once took more than 20 ms, up to its `timeout`), so the caller should
+    /// run [`Processors::apply`] on a thread that may block rather than on
+    /// an async worker. Asked before each event: it turns true once a
+    /// script is seen slow.
     pub fn blocks(&self) -> bool {
         self.steps.iter().any(|s| match &s.kind {
             StepKind::Action(a) => a.blocks(),

@@ -563,9 +563,9 @@ impl EventSink {
         if let Some((_, chain)) = self.processors.as_ref().filter(|(_, c)| !c.is_empty()) {
             let input = Arc::clone(&event.input_id);
             let (line, carried) = event.into_parts();
-            // A script may take up to its deadline: off the async workers,
-            // so other inputs keep flowing meanwhile. One event at a time
-            // still, so the order of the input's events holds.
+            // A script seen slow may take up to its deadline: off the async
+            // workers, so other inputs keep flowing meanwhile. One event at
+            // a time still, so the order of the input's events holds.
             let applied = if chain.blocks() {
                 let chain = chain.clone();
                 let original = line.clone();

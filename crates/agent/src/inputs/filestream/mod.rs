@@ -98,6 +98,7 @@ impl Input for Filestream {
                         finish: ctx.finish.clone(),
                     },
                     metrics,
+                    ctx.health.clone(),
                 ));
             }
             let mut result = Ok(());
@@ -132,15 +133,19 @@ async fn prospect(
     sink: EventSink,
     stop: Stop,
     metrics: registry::StreamMetrics,
+    health: super::InputHealth,
 ) -> Result<(), String> {
     let mut readers: JoinSet<(FileId, Result<Closed, String>)> = JoinSet::new();
     let mut reading: HashMap<FileId, String> = HashMap::new();
+    let mut nothing = NoFiles::default();
     loop {
         let (scan_s, scan_reg) = (Arc::clone(&s), Arc::clone(&reg));
         let busy: HashSet<FileId> = reading.keys().copied().collect();
-        let starts = tokio::task::spawn_blocking(move || plan(&scan_s, &scan_reg, &busy))
-            .await
-            .map_err(|e| e.to_string())?;
+        let (starts, matched) =
+            tokio::task::spawn_blocking(move || plan(&scan_s, &scan_reg, &busy))
+                .await
+                .map_err(|e| e.to_string())?;
+        nothing.scanned(&s, matched + reading.len(), &health);
         for (f, cursor) in starts {
             let reader = Reader {
                 settings: Arc::clone(&s),
@@ -190,14 +195,49 @@ async fn prospect(
     }
 }
 
-/// One scan: which files to start reading, and the registry cleaned. A
-/// known file renamed since it was closed is followed to its new name
-/// before anything is forgotten ([`scanner::follow_moved`]).
+/// A stream whose paths match no file says so: once in the log and in
+/// `/status` (the input shows failing with the reason) after two scans in
+/// a row found nothing, and recovers when a file appears. A policy's
+/// stream for a source this node lacks (Elastic's audit log on a node
+/// without one) is then visible instead of silent.
+#[derive(Default)]
+struct NoFiles {
+    empty_scans: u32,
+    said: bool,
+}
+
+impl NoFiles {
+    fn scanned(&mut self, s: &StreamSettings, files: usize, health: &super::InputHealth) {
+        if files > 0 {
+            if self.said {
+                tracing::info!(stream = %s.id, "files match the stream's paths now; reading them");
+                health.recovered();
+            }
+            *self = NoFiles::default();
+            return;
+        }
+        self.empty_scans += 1;
+        if self.empty_scans >= 2 && !self.said {
+            self.said = true;
+            let why = format!(
+                "stream {}: no file matches {}; read as soon as one appears",
+                s.id,
+                s.paths.join(", ")
+            );
+            tracing::warn!("{why}");
+            health.failing(&why);
+        }
+    }
+}
+
+/// One scan: which files to start reading (and how many match), and the
+/// registry cleaned. A known file renamed since it was closed is followed
+/// to its new name before anything is forgotten ([`scanner::follow_moved`]).
 fn plan(
     s: &StreamSettings,
     reg: &StreamRegistry,
     busy: &HashSet<FileId>,
-) -> Vec<(Found, Arc<Cursor>)> {
+) -> (Vec<(Found, Arc<Cursor>)>, usize) {
     let found = scanner::scan(s);
     let now = SystemTime::now();
     let mut starts = Vec::new();
@@ -228,7 +268,7 @@ fn plan(
     {
         tracing::warn!(stream = %s.id, error = %e, "cannot write the filestream registry; retrying");
     }
-    starts
+    (starts, found.len())
 }
 
 fn report(s: &StreamSettings, path: Option<&String>, r: Result<Closed, String>) {

@@ -11,6 +11,7 @@
 //! to `error.message`, as Beats does.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -29,6 +30,10 @@ use session::{Ran, Script, Session};
 /// The deadline of a call when `timeout` is not set. Beats has none; here
 /// a script that never returns would stall its input for good.
 pub(crate) const UNSET_TIMEOUT: Duration = Duration::from_secs(1);
+/// A call taking more CPU than this marks the script slow: its later calls
+/// are run off the async threads ([`Action::blocks`]). CPU, not wall time:
+/// a thread that was merely preempted did not run a slow script.
+const SLOW_CALL: Duration = Duration::from_millis(20);
 
 /// A loaded script and its idle sessions.
 pub(crate) struct ScriptProcessor {
@@ -39,6 +44,8 @@ pub(crate) struct ScriptProcessor {
     tag_on_exception: Option<String>,
     max_cached_sessions: usize,
     idle: Mutex<Vec<Session>>,
+    /// A call took longer than [`SLOW_CALL`] (or timed out).
+    slow: AtomicBool,
 }
 
 impl std::fmt::Debug for ScriptProcessor {
@@ -127,6 +134,7 @@ pub(crate) fn build(s: Settings<'_>, d: &mut Diag) -> Option<ScriptProcessor> {
         tag_on_exception,
         max_cached_sessions: usize::try_from(max_cached_sessions).unwrap_or(0),
         idle: Mutex::new(vec![first]),
+        slow: AtomicBool::new(false),
     })
 }
 
@@ -251,7 +259,12 @@ impl Action for ScriptProcessor {
                 return Err(message);
             }
         };
-        match session.run(event, self.timeout) {
+        let started = thread_cpu();
+        let ran = session.run(event, self.timeout);
+        if thread_cpu().saturating_sub(started) > SLOW_CALL {
+            self.slow.store(true, Ordering::Relaxed);
+        }
+        match ran {
             Ran::Cancelled => {
                 self.put_back(session);
                 Ok(Flow::Drop)
@@ -276,9 +289,30 @@ impl Action for ScriptProcessor {
         }
     }
 
+    /// Calls run inline while they are fast (tens of microseconds, like
+    /// every other processor); once one took longer than [`SLOW_CALL`], the
+    /// script's calls move to blocking threads for good, so a slow or
+    /// hostile script holds back only its own input. The one slow call
+    /// itself held its thread at most `timeout`.
     fn blocks(&self) -> bool {
-        true
+        self.slow.load(Ordering::Relaxed)
     }
+}
+
+/// The CPU time the calling thread has used.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Beats' `appendString` without forcing a list: absent becomes the value, a

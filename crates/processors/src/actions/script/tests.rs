@@ -319,7 +319,7 @@ fn integers_beyond_a_doubles_precision_pass_through_untouched() {
 }
 
 #[test]
-fn a_pods_processors_cannot_run_a_script_and_callers_know_when_to_leave_async_threads() {
+fn a_pods_processors_cannot_run_a_script() {
     let list = json!([
         {"add_tags": {"tags": ["a"]}},
         {"script": {"lang": "javascript", "source": "function process(e) { e.Put('ran', true); }"}},
@@ -337,14 +337,36 @@ fn a_pods_processors_cannot_run_a_script_and_callers_know_when_to_leave_async_th
     let (_, out, _) = run(&confined.processors, json!({}));
     assert_eq!(out.get("ran"), None);
 
-    let trusted = Processors::parse(&list).expect("loads").processors;
-    assert!(trusted.blocks());
+    assert!(!js_free().blocks());
+}
+
+#[test]
+fn a_script_runs_inline_until_a_call_is_slow_then_asks_for_a_blocking_thread() {
+    // Millions of steps: far more than 20 ms of CPU on any machine.
+    let slow = r#"function process(e) {
+        if (e.Get("slow")) { var x = 0; for (var i = 0; i < 3e6; i++) { x += i % 7; } e.Put("x", x); }
+    }"#;
+    let list = json!([{"add_tags": {"tags": ["a"]}},
+        {"script": {"lang": "javascript", "timeout": "30s", "source": slow}}]);
+    let p = Processors::parse(&list).expect("loads").processors;
+    for _ in 0..3 {
+        run(&p, json!({"slow": false}));
+        assert!(!p.blocks(), "fast calls stay on the caller's thread");
+    }
+    run(&p, json!({"slow": true}));
+    assert!(
+        p.blocks(),
+        "a call of millions of steps moves the script off"
+    );
+    run(&p, json!({"slow": false}));
+    assert!(p.blocks(), "for good");
+    // Inside a branch too.
     let branch = Processors::parse(&json!([{"if": {"has_fields": ["x"]}, "then": [
-        {"script": {"lang": "javascript", "source": "function process(e) {}"}}]}]))
+        {"script": {"lang": "javascript", "timeout": "30s", "source": slow}}]}]))
     .expect("loads")
     .processors;
+    run(&branch, json!({"x": 1, "slow": true}));
     assert!(branch.blocks());
-    assert!(!js_free().blocks());
 }
 
 fn js_free() -> Processors {

@@ -2140,8 +2140,13 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
     // A clean state directory: the registry of an earlier run names
     // containers of another node.
     let _ = std::fs::remove_dir_all(ELASTIC_STATE);
-    let docker_dir = std::path::Path::new("/var/lib/docker/containers");
-    let docker_dir_was_there = docker_dir.exists();
+    // Host directories the manifest's hostPath volumes create, removed
+    // afterwards unless they were there before.
+    let created: Vec<&std::path::Path> = ["/var/lib/docker", "/var/lib/elastic-agent-standalone"]
+        .iter()
+        .map(std::path::Path::new)
+        .filter(|p| !p.exists())
+        .collect();
     // The API server's audit log where the policy's audit stream reads it,
     // as on a kubeadm node: the plane's audit directory bound over the
     // host's /var/log/kubernetes (the pod mounts /var/log).
@@ -2488,8 +2493,8 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
     node.down()?;
     drop(audit);
     let _ = std::fs::remove_dir_all(ELASTIC_STATE);
-    if !docker_dir_was_there {
-        let _ = std::fs::remove_dir(docker_dir);
+    for dir in created {
+        let _ = std::fs::remove_dir_all(dir);
     }
     Ok(())
 }

@@ -284,3 +284,38 @@ fn report(s: &StreamSettings, path: Option<&String>, r: Result<Closed, String>) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> StreamSettings {
+        let json = serde_json::json!({"paths": ["/var/log/kubernetes/kube-apiserver-audit.log"]});
+        let leasehold_policy::Value::Map(m) = leasehold_policy::Value::from_json(&json) else {
+            unreachable!("a map")
+        };
+        settings::read_stream(
+            &m,
+            "audit".into(),
+            &crate::inputs::DataStream::default(),
+            &mut Vec::new(),
+        )
+    }
+
+    #[test]
+    fn a_stream_matching_no_file_says_so_once_after_two_scans_and_again_after_it_recovered() {
+        let (s, health) = (stream(), crate::inputs::InputHealth::default());
+        let mut n = NoFiles::default();
+        n.scanned(&s, 0, &health);
+        assert!(!n.said, "one empty scan: a file may be on its way");
+        n.scanned(&s, 0, &health);
+        assert!(n.said);
+        n.scanned(&s, 0, &health);
+        assert_eq!(n.empty_scans, 3);
+        n.scanned(&s, 1, &health);
+        assert!(!n.said && n.empty_scans == 0, "a file appeared");
+        n.scanned(&s, 0, &health);
+        n.scanned(&s, 0, &health);
+        assert!(n.said, "gone again: said again");
+    }
+}

@@ -2151,7 +2151,12 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
     // as on a kubeadm node: the plane's audit directory bound over the
     // host's /var/log/kubernetes (the pod mounts /var/log).
     let audit = AuditLogOnHost::bind(plane)?;
-    let node = Node::up(plane, std::path::Path::new(agents::binary()))?;
+    // The image packs the tests' build, or the binary that
+    // LEASEHOLD_TEST_IMAGE_BINARY names (a release build, to report its
+    // memory).
+    let image_binary = std::env::var("LEASEHOLD_TEST_IMAGE_BINARY")
+        .unwrap_or_else(|_| agents::binary().to_string());
+    let node = Node::up(plane, std::path::Path::new(&image_binary))?;
     start_counter(&node)?;
     node.kubectl(&["apply", "-f", "-"], Some(&state_objects().to_string()))?;
     let (objects, changes) = elastic_manifest(plane, &node, sink.url())?;

@@ -80,6 +80,9 @@ inputs:
 struct Log {
     lines: Mutex<Vec<String>>,
     more: Condvar,
+    /// stderr reached its end: every line the process wrote is in `lines`.
+    ended: Mutex<bool>,
+    end: Condvar,
 }
 
 /// One `leasehold run` process.
@@ -164,6 +167,8 @@ impl AgentProc {
                 sink.lines.lock().unwrap().push(line);
                 sink.more.notify_all();
             }
+            *sink.ended.lock().unwrap() = true;
+            sink.end.notify_all();
         });
         Ok(AgentProc {
             name,
@@ -249,6 +254,14 @@ impl AgentProc {
         let deadline = Instant::now() + within;
         loop {
             if let Some(s) = self.child.try_wait()? {
+                // The last lines it wrote may still be in the pipe: wait
+                // for its end (bounded: a child of its own could hold it).
+                let ended = self.log.ended.lock().unwrap();
+                let _ = self
+                    .log
+                    .end
+                    .wait_timeout_while(ended, Duration::from_secs(5), |e| !*e)
+                    .unwrap();
                 return Ok(s.code());
             }
             if Instant::now() >= deadline {

@@ -110,7 +110,7 @@
     if (!isMap(fields)) throw new TypeError("Event constructor requires an object argument but got " + typeName(fields));
     // The methods work on the fields given here even when a script
     // reassigns `event.fields`, as Beats' do.
-    defineProperty(this, "_fields", { value: fields, writable: false, enumerable: false, configurable: false });
+    this._fields = fields;
     this.fields = fields;
     this._cancelled = false;
   }

@@ -2313,6 +2313,22 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
         peak < 500 << 20,
         "the agent pod outgrew the manifest's request: {peak}"
     );
+    // And the process's resident memory, as it ships it itself.
+    let own = sources(
+        &sink,
+        "metrics-elastic_agent.elastic_agent-default",
+        &["system", "agent"],
+    )?;
+    let rss: Vec<u64> = own
+        .iter()
+        .filter(|d| d["agent"]["name"] == first.as_str())
+        .filter_map(|d| d["system"]["process"]["memory"]["size"].as_u64())
+        .collect();
+    println!(
+        "elastic manifest: the agent's resident memory {:.1} MiB at most over {} samples (agent.monitoring)",
+        rss.iter().max().copied().unwrap_or(0) as f64 / 1048576.0,
+        rss.len()
+    );
 
     // Three replacements of the pod.
     let mut pods_seen = vec![first.clone()];

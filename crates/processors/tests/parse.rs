@@ -26,14 +26,14 @@ fn unavailable_processors_are_skipped_with_a_warning() {
         {"add_tags": {"tags": ["a"]}},
         {"add_cloud_metadata": null},
         {"add_docker_metadata": {"host": "unix:///var/run/docker.sock"}},
-        {"script": {"lang": "javascript", "source": "function process(e) {}"}},
+        {"community_id": null},
         {"add_feilds": {"fields": {"a": 1}}}
     ]))
     .unwrap();
     assert!(!parsed.processors.is_empty());
     assert_eq!(
         parsed.warnings[2],
-        "processors.3: processor `script` is not available in leasehold; events pass unprocessed by it"
+        "processors.3: processor `community_id` is not available in leasehold; events pass unprocessed by it"
     );
     assert!(parsed.warnings[0].starts_with("processors.1: processor `add_cloud_metadata`"));
     assert!(parsed.warnings[1].starts_with("processors.2: processor `add_docker_metadata`"));

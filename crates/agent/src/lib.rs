@@ -7,6 +7,7 @@ pub mod inputs;
 pub mod kubeconn;
 pub mod kubeobj;
 pub mod kubewatch;
+pub mod logtap;
 pub mod monitor;
 pub mod outputs;
 pub mod owner_only;

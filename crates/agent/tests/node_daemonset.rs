@@ -1749,6 +1749,50 @@ async fn the_control_plane_components_on_a_real_node_give_their_metricsets() -> 
     Ok(())
 }
 
+/// Waits until every index of `expected` holds a document, creating an
+/// Event for the `event` metricset once the leader ships `state_pod` (its
+/// watch starts from then); fails after `within` with `what_then()`.
+async fn wait_streams(
+    node: &Node,
+    sink: &TestSink,
+    expected: &[&str],
+    event: &str,
+    within: Duration,
+    what_then: impl Fn() -> String,
+) -> Result<()> {
+    let count =
+        |index: &str| -> usize { sources(sink, index, &["@timestamp"]).map_or(0, |d| d.len()) };
+    let mut event_made = false;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if !event_made && count("metrics-kubernetes.state_pod-default") > 0 {
+            let now = jiff::Timestamp::now().to_string();
+            node.kubectl(
+                &["apply", "-f", "-"],
+                Some(
+                    &json!({"apiVersion": "v1", "kind": "Event",
+                            "metadata": {"name": event, "namespace": "default"},
+                            "involvedObject": {"kind": "Pod", "name": "counter", "namespace": "default"},
+                            "reason": "Testing", "message": "an Event for the event metricset",
+                            "type": "Normal", "firstTimestamp": now, "lastTimestamp": now})
+                    .to_string(),
+                ),
+            )?;
+            event_made = true;
+        }
+        let missing: Vec<&str> = expected.iter().copied().filter(|i| count(i) == 0).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "data streams not in OpenSearch: {missing:?}; {}",
+            what_then()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Elastic's standalone Kubernetes policy (our text of its shape,
 /// `tests/policies/elastic-standalone-shape.yml`) runs on the real node
 /// into a real OpenSearch: every dataset whose source this machine has
@@ -1848,36 +1892,15 @@ async fn elastics_standalone_policy_on_a_real_node_ships_its_datasets() -> Resul
     ];
     let count =
         |index: &str| -> usize { sources(&sink, index, &["@timestamp"]).map_or(0, |d| d.len()) };
-    // An Event once the leader watches (the watch starts from now).
-    let mut event_made = false;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        if !event_made && count("metrics-kubernetes.state_pod-default") > 0 {
-            let now = jiff::Timestamp::now().to_string();
-            node.kubectl(
-                &["apply", "-f", "-"],
-                Some(
-                    &json!({"apiVersion": "v1", "kind": "Event",
-                            "metadata": {"name": "manifest-test", "namespace": "default"},
-                            "involvedObject": {"kind": "Pod", "name": "counter", "namespace": "default"},
-                            "reason": "Testing", "message": "an Event for the event metricset",
-                            "type": "Normal", "firstTimestamp": now, "lastTimestamp": now})
-                    .to_string(),
-                ),
-            )?;
-            event_made = true;
-        }
-        let missing: Vec<&str> = expected.iter().copied().filter(|i| count(i) == 0).collect();
-        if missing.is_empty() {
-            break;
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "datasets not in OpenSearch: {missing:?}; status {}",
-            agent.status()?
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_streams(
+        &node,
+        &sink,
+        &expected,
+        "manifest-test",
+        Duration::from_secs(120),
+        || format!("status {}", agent.status().unwrap_or_default()),
+    )
+    .await?;
     // Elastic's fields where the sources meet: the counter's log lines
     // carry its pod and container; its state document its labels
     // (add_metadata); the Event its reason.
@@ -2182,37 +2205,20 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
         .filter(|(_, why)| why.is_none())
         .map(|(i, _)| *i)
         .collect();
-    // An Event once the leader watches (the watch starts from now).
-    let mut event_made = false;
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        if !event_made && count("metrics-kubernetes.state_pod-default") > 0 {
-            let now = jiff::Timestamp::now().to_string();
-            node.kubectl(
-                &["apply", "-f", "-"],
-                Some(
-                    &json!({"apiVersion": "v1", "kind": "Event",
-                            "metadata": {"name": "elastic-manifest", "namespace": "default"},
-                            "involvedObject": {"kind": "Pod", "name": "counter", "namespace": "default"},
-                            "reason": "Testing", "message": "an Event for the event metricset",
-                            "type": "Normal", "firstTimestamp": now, "lastTimestamp": now})
-                    .to_string(),
-                ),
-            )?;
-            event_made = true;
-        }
-        let missing: Vec<&str> = expected.iter().copied().filter(|i| count(i) == 0).collect();
-        if missing.is_empty() {
-            break;
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "data streams not in OpenSearch: {missing:?}; the agent's log: {}",
-            node.kubectl(&["logs", "-n", ELASTIC_NS, &first, "--tail=60"], None)
-                .unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_streams(
+        &node,
+        &sink,
+        &expected,
+        "elastic-manifest",
+        Duration::from_secs(180),
+        || {
+            let log = node
+                .kubectl(&["logs", "-n", ELASTIC_NS, &first, "--tail=60"], None)
+                .unwrap_or_default();
+            format!("the agent's log: {log}")
+        },
+    )
+    .await?;
     // Documents per minute, over one minute.
     let before: Vec<usize> = ELASTIC_STREAMS.iter().map(|(i, _)| count(i)).collect();
     let window = std::time::Instant::now();

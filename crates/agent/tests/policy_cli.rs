@@ -467,13 +467,16 @@ fn check_names_the_file_of_inputs_a_problem_is_in() {
         "# a comment\ninputs:\n  - id: typo\n    type: exce\n",
     )
     .unwrap();
-    let o = leasehold(&[
-        "check",
-        "-c",
-        policy.to_str().unwrap(),
-        "--inputs-dir",
-        inputs.to_str().unwrap(),
-    ]);
+    let check = || {
+        leasehold(&[
+            "check",
+            "-c",
+            policy.to_str().unwrap(),
+            "--inputs-dir",
+            inputs.to_str().unwrap(),
+        ])
+    };
+    let o = check();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     let at = format!(
@@ -486,13 +489,7 @@ fn check_names_the_file_of_inputs_a_problem_is_in() {
         "inputs:\n  - id: typo\n    type: exec\n    command: [date]\n",
     )
     .unwrap();
-    let o = leasehold(&[
-        "check",
-        "-c",
-        policy.to_str().unwrap(),
-        "--inputs-dir",
-        inputs.to_str().unwrap(),
-    ]);
+    let o = check();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("ok (3 input(s)"),

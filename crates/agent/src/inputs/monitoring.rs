@@ -18,7 +18,7 @@ use super::scrape::duration;
 use super::settings::{Problem, unknown_keys};
 use super::{Input, InputContext};
 use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
-use crate::monitor::logtap::{self, Record};
+use crate::logtap::{self, Record};
 
 /// The process the documents describe, as Elastic names its own.
 const PROCESS: &str = "elastic-agent";

@@ -12,7 +12,6 @@
 //! settings values or secrets.
 
 pub mod liveness;
-pub mod logtap;
 pub mod metrics;
 pub mod status;
 

@@ -370,7 +370,7 @@ impl Agent {
         let registry: SharedRegistry = Arc::new(Mutex::new(registry));
         if loaded.settings.shipping.as_ref().is_some_and(|s| s.logs) {
             // From now on: the records of the start are shipped too.
-            crate::monitor::logtap::tap().open();
+            crate::logtap::tap().open();
         }
         let board = StatusBoard::new();
         board.set_redactor(loaded.redactor.clone());

@@ -205,6 +205,10 @@ pub enum Warning {
     /// Creating the Lease failed with 404: its namespace does not exist.
     /// Retried with a growing backoff; repeated at every attempt.
     NamespaceNotFound,
+    /// Our create of a missing Lease landed after another holder's record
+    /// of it was deleted (someone deleted the Lease under its leader): no
+    /// term starts; the record is waited out like anyone's.
+    CreateCrossedDeletion,
 }
 
 /// An API request (or watch control) for the driver to perform.

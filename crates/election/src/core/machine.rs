@@ -103,6 +103,11 @@ pub struct Core {
     /// Terms this process wrote that it does not lead now; a record still
     /// showing one may be taken at once (with a new term) once no work runs.
     pub(super) own_terms: Vec<Term>,
+    /// A create is in flight (`Some`), and whether another holder's live
+    /// record was seen meanwhile (`Some(true)`): then the create can only
+    /// have landed after that record was deleted, under a leader that may
+    /// not know yet, and its answer must not start a term.
+    pub(super) create_crossed: Option<bool>,
     /// Terms whose work may still run: never released.
     pub(super) abandoned: Vec<Term>,
 
@@ -162,6 +167,7 @@ impl Core {
             phase: Phase::Candidate,
             view: View::new(now),
             own_terms: Vec::new(),
+            create_crossed: None,
             abandoned: Vec::new(),
             op: None,
             next_op: 0,
@@ -468,6 +474,7 @@ impl Core {
     }
 
     pub(super) fn new_op(&mut self, now: Instant, kind: OpKind) -> OpId {
+        self.create_crossed = None;
         self.next_op += 1;
         let id = OpId(self.next_op);
         self.op = Some(InFlight {

@@ -126,6 +126,7 @@ impl Core {
         self.remember_own(term.clone());
         let record = self.record_for(&term, wall);
         let op = self.new_op(now, OpKind::Acquire(term));
+        self.create_crossed = Some(false);
         let timeout = self.call_timeout();
         self.send(Request::Create {
             op,
@@ -253,6 +254,18 @@ impl Core {
         match f.kind {
             OpKind::Acquire(term) => {
                 if stale {
+                    return;
+                }
+                // Rule: a create that crossed another holder's record (it
+                // landed after that record was deleted) starts no term: the
+                // record is treated as anyone's, waited out for its
+                // duration, then taken over with a new term. The deleted
+                // record's leader may still be working until its deadline.
+                if self.create_crossed.take() == Some(true) {
+                    self.own_terms.retain(|t| *t != term);
+                    self.emit(Event::Warn(Warning::CreateCrossedDeletion));
+                    self.remember(now, &obs);
+                    self.unsettled = false;
                     return;
                 }
                 self.remember(now, &obs);

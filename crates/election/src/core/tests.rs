@@ -1483,3 +1483,38 @@ fn an_acknowledgement_frees_only_for_the_named_candidate_or_a_cleared_holder() {
     assert!(!seen(held_by(ME, 15, 3), earlier));
     assert!(seen(held_by(ME, 15, 3), old));
 }
+
+#[test]
+fn a_create_that_lands_after_a_deletion_under_a_leader_starts_no_term_until_that_record_expired() {
+    let mut h = H::new(true);
+    let w = h.watch_id();
+    h.watch(w, WatchEvent::Started);
+    h.read(ReadResult::NotFound);
+    h.wait_absent();
+    let Some(Action::Create { record, .. }) = h.out.last().cloned() else {
+        panic!("no create: {:?}", h.out)
+    };
+    // While the create is in flight: another candidate's create wins and
+    // an admin deletes that Lease; ours lands after the deletion.
+    h.watch(w, WatchEvent::Upsert(obs("5", held_by("pod-b", 15, 0))));
+    h.watch(w, WatchEvent::Deleted);
+    h.write(WriteResult::Ok(obs("6", record.clone())));
+    assert!(
+        !h.has(|a| matches!(a, Action::StepUp { .. })),
+        "no term on a create that crossed a deletion: {:?}",
+        h.out
+    );
+    assert!(h.has(|a| matches!(a, Action::Warn(Warning::CreateCrossedDeletion))));
+    h.take();
+    // Our record is waited out like anyone's, then taken over with a new term.
+    for _ in 0..28 {
+        h.advance(secs(0.5));
+        assert!(h.update().is_none(), "taken over before the record expired");
+    }
+    h.advance(secs(2.0));
+    let (takeover, rv) = h.update().expect("taken over once it expired");
+    assert_eq!(rv, "6");
+    assert_eq!(takeover.transitions, Some(1), "a new term");
+    h.write(WriteResult::Ok(obs("7", takeover)));
+    assert!(h.has(|a| matches!(a, Action::StepUp { term } if term.transitions == 1)));
+}

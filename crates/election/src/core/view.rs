@@ -114,6 +114,12 @@ impl Core {
     /// Stores a record; returns whether it is news (differs from, and is not
     /// older than, the one known). `observed_at` moves only on news.
     pub(super) fn remember(&mut self, now: Instant, obs: &Observed) -> bool {
+        if self.create_crossed == Some(false)
+            && !obs.record.is_free()
+            && obs.record.holder != self.id
+        {
+            self.create_crossed = Some(true);
+        }
         let previous = match &self.view.known {
             Known::Present(o) => {
                 if o == obs || rv_older(&obs.resource_version, &o.resource_version) {

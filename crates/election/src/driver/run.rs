@@ -320,6 +320,10 @@ impl Run {
                 transitions = term.transitions,
                 "leader-only work ignored cancellation and could not be stopped; the lease is left to expire instead of being released"
             ),
+            Warning::CreateCrossedDeletion => tracing::warn!(
+                lease,
+                "the Lease was deleted under its leader while this agent created it anew; no term starts until that record has expired, so the deleted leader's work has stopped first"
+            ),
         }
     }
 

@@ -62,7 +62,7 @@ pub fn init_with(json: bool, level: Option<&str>) -> std::io::Result<Arc<Pump>> 
     // (kept only while it is open).
     let layers = tracing_subscriber::registry()
         .with(filter)
-        .with(crate::monitor::logtap::TapLayer);
+        .with(crate::logtap::TapLayer);
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(Queue(pump.clone()))
         .with_ansi(false);

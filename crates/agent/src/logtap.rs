@@ -118,12 +118,19 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for TapLayer {
         }
         cut(&mut message, MESSAGE_LIMIT);
         TAP.push(Record {
-            at_us: crate::inputs::schedule::now_us(),
+            at_us: now_us(),
             level: level_name(*meta.level()),
             target: meta.target().to_string(),
             message,
         });
     }
+}
+
+/// Now, in µs since the epoch.
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 fn level_name(level: tracing::Level) -> &'static str {

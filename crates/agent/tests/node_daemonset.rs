@@ -1749,6 +1749,24 @@ async fn the_control_plane_components_on_a_real_node_give_their_metricsets() -> 
     Ok(())
 }
 
+/// The workload's log lines carry its pod, container and labels as
+/// Elastic's fields.
+fn counter_line_has_elastics_fields(sink: &TestSink) -> Result<()> {
+    let logs = sources(
+        sink,
+        "logs-kubernetes.container_logs-default",
+        &["kubernetes", "container", "message"],
+    )?;
+    let line = logs
+        .iter()
+        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
+        .context("a counter line")?;
+    assert_eq!(line["kubernetes"]["container"]["name"], "count", "{line}");
+    assert_eq!(line["kubernetes"]["labels"]["app"], "counter", "{line}");
+    assert_eq!(line["container"]["runtime"], "containerd", "{line}");
+    Ok(())
+}
+
 /// Waits until every index of `expected` holds a document, creating an
 /// Event for the `event` metricset once the leader ships `state_pod` (its
 /// watch starts from then); fails after `within` with `what_then()`.
@@ -1904,18 +1922,7 @@ async fn elastics_standalone_policy_on_a_real_node_ships_its_datasets() -> Resul
     // Elastic's fields where the sources meet: the counter's log lines
     // carry its pod and container; its state document its labels
     // (add_metadata); the Event its reason.
-    let logs = sources(
-        &sink,
-        "logs-kubernetes.container_logs-default",
-        &["kubernetes", "container", "message"],
-    )?;
-    let line = logs
-        .iter()
-        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
-        .context("a counter line")?;
-    assert_eq!(line["kubernetes"]["container"]["name"], "count", "{line}");
-    assert_eq!(line["kubernetes"]["labels"]["app"], "counter", "{line}");
-    assert_eq!(line["container"]["runtime"], "containerd", "{line}");
+    counter_line_has_elastics_fields(&sink)?;
     let pods = sources(
         &sink,
         "metrics-kubernetes.state_pod-default",
@@ -2247,18 +2254,7 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
         assert_eq!(lines.len(), 1, "{what} said once: {said}");
     }
     // Elastic's fields where the sources meet.
-    let logs = sources(
-        &sink,
-        "logs-kubernetes.container_logs-default",
-        &["kubernetes", "container", "message"],
-    )?;
-    let line = logs
-        .iter()
-        .find(|d| d["kubernetes"]["pod"]["name"] == "counter")
-        .context("a counter line")?;
-    assert_eq!(line["kubernetes"]["container"]["name"], "count", "{line}");
-    assert_eq!(line["kubernetes"]["labels"]["app"], "counter", "{line}");
-    assert_eq!(line["container"]["runtime"], "containerd", "{line}");
+    counter_line_has_elastics_fields(&sink)?;
     // The audit log through Elastic's JavaScript processor: annotation
     // keys de-dotted, as its test() expects.
     let audits = sources(

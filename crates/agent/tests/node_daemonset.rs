@@ -476,6 +476,75 @@ fn counter_lines(docs: &[Value], agent: Option<&str>) -> Vec<u64> {
         .collect()
 }
 
+/// The workload's lines among `docs`: the first and last number, how many
+/// were shipped and how many of those again, and the numbers missing
+/// between the first and the last.
+struct LineTally {
+    lo: u64,
+    hi: u64,
+    shipped: usize,
+    repeated: usize,
+    missing: Vec<u64>,
+}
+
+fn workload_lines(docs: &[Value]) -> Result<LineTally> {
+    let mut lines = counter_lines(docs, None);
+    let shipped = lines.len();
+    lines.sort_unstable();
+    lines.dedup();
+    let (&lo, &hi) = (
+        lines.first().context("no workload line shipped")?,
+        lines.last().context("a last line")?,
+    );
+    let missing = (lo..=hi)
+        .filter(|n| lines.binary_search(n).is_err())
+        .collect();
+    Ok(LineTally {
+        lo,
+        hi,
+        shipped,
+        repeated: shipped - lines.len(),
+        missing,
+    })
+}
+
+/// Each of `pods`' leader-gated documents in `state`, by their own
+/// timestamps: every pod's last document comes before its successor's
+/// first (asserted, each `steps[i]` printed with its gap); the gaps in µs.
+fn gated_gaps(state: &[Value], pods: &[String], steps: &[&str]) -> Result<Vec<i64>> {
+    let span = |who: &str| -> Result<(i64, i64)> {
+        let times: Vec<i64> = state
+            .iter()
+            .filter(|d| d["agent"]["name"] == who)
+            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
+            .collect();
+        Ok((
+            *times
+                .iter()
+                .min()
+                .with_context(|| format!("{who}'s gated documents"))?,
+            *times.iter().max().context("a time")?,
+        ))
+    };
+    let mut gaps = Vec::new();
+    for (step, pair) in steps.iter().zip(pods.windows(2)) {
+        let ((_, old_last), (new_first, _)) = (span(&pair[0])?, span(&pair[1])?);
+        println!(
+            "{step}: {} -> {}, gated data gap {} ms",
+            pair[0],
+            pair[1],
+            (new_first - old_last) / 1000
+        );
+        assert!(
+            old_last < new_first,
+            "{step}: {}'s gated documents overlap its successor's",
+            pair[0]
+        );
+        gaps.push(new_first - old_last);
+    }
+    Ok(gaps)
+}
+
 /// The shipped Helm chart installed as release `leasehold` in a namespace,
 /// by the plane's admin, as a user runs `helm`.
 struct Release {
@@ -677,60 +746,26 @@ async fn a_replaced_leading_pod_on_a_real_node_hands_over_and_loses_no_log_line(
     );
 
     // Every line from the first to the last shipped is there.
-    let logs = sources(&sink, logs_index, &fields)?;
-    let mut lines = counter_lines(&logs, None);
-    let shipped = lines.len();
-    lines.sort_unstable();
-    lines.dedup();
-    let (lo, hi) = (lines[0], lines[lines.len() - 1]);
-    let missing: Vec<u64> = (lo..=hi)
-        .filter(|n| lines.binary_search(n).is_err())
-        .collect();
+    let t = workload_lines(&sources(&sink, logs_index, &fields)?)?;
     println!(
-        "workload lines {lo}..={hi} across {} pods: {} shipped, {} repeated, {} missing",
+        "workload lines {}..={} across {} pods: {} shipped, {} repeated, {} missing",
+        t.lo,
+        t.hi,
         pods.len(),
-        shipped,
-        shipped - lines.len(),
-        missing.len(),
+        t.shipped,
+        t.repeated,
+        t.missing.len(),
     );
     // Each pod's gated documents, by their own timestamps: every pod's
     // end before its successor's first, the gap printed.
     let state = sources(&sink, state_index, &["agent.name", "@timestamp"])?;
-    let span = |who: &str| -> Result<(i64, i64)> {
-        let times: Vec<i64> = state
-            .iter()
-            .filter(|d| d["agent"]["name"] == who)
-            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
-            .collect();
-        Ok((
-            *times
-                .iter()
-                .min()
-                .with_context(|| format!("{who}'s state_pod"))?,
-            *times.iter().max().context("a time")?,
-        ))
-    };
-    for (i, pair) in pods.windows(2).enumerate() {
-        let ((_, old_last), (new_first, _)) = (span(&pair[0])?, span(&pair[1])?);
-        println!(
-            "{}: {} -> {}, gated data gap {} ms",
-            steps[i],
-            pair[0],
-            pair[1],
-            (new_first - old_last) / 1000
-        );
-        assert!(
-            old_last < new_first,
-            "{}: {}'s gated documents overlap its successor's",
-            steps[i],
-            pair[0]
-        );
-    }
+    gated_gaps(&state, &pods, &steps)?;
     assert!(
-        missing.is_empty(),
-        "lines lost across the pod replacements: {missing:?}"
+        t.missing.is_empty(),
+        "lines lost across the pod replacements: {:?}",
+        t.missing
     );
-    assert_eq!(lo, 1, "the workload's first line");
+    assert_eq!(t.lo, 1, "the workload's first line");
     release.uninstall()?;
     node.down()?;
     Ok(())
@@ -2427,24 +2462,19 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
         |d| !d.is_empty(),
     )?;
     // Every line from the first on, once.
-    let logs = sources(
+    let t = workload_lines(&sources(
         &sink,
         "logs-kubernetes.container_logs-default",
         &["message", "kubernetes.pod.name", "agent.name"],
-    )?;
-    let mut lines = counter_lines(&logs, None);
-    let shipped = lines.len();
-    lines.sort_unstable();
-    lines.dedup();
-    let (lo, hi) = (lines[0], lines[lines.len() - 1]);
-    let missing: Vec<u64> = (lo..=hi)
-        .filter(|n| lines.binary_search(n).is_err())
-        .collect();
+    )?)?;
     println!(
-        "elastic manifest: workload lines {lo}..={hi} across {} pods: {shipped} shipped, {} twice, {} missing",
+        "elastic manifest: workload lines {}..={} across {} pods: {} shipped, {} twice, {} missing",
+        t.lo,
+        t.hi,
         pods_seen.len(),
-        shipped - lines.len(),
-        missing.len()
+        t.shipped,
+        t.repeated,
+        t.missing.len()
     );
     // Leader-gated data, judged from its own timestamps.
     let state = sources(
@@ -2452,51 +2482,22 @@ async fn elastics_manifest_with_only_the_image_swapped_runs_on_a_real_node() -> 
         "metrics-kubernetes.state_pod-default",
         &["agent.name", "@timestamp"],
     )?;
-    let span = |who: &str| -> Result<(i64, i64)> {
-        let times: Vec<i64> = state
-            .iter()
-            .filter(|d| d["agent"]["name"] == who)
-            .filter_map(|d| agents::parse_ts(d["@timestamp"].as_str()?).ok())
-            .collect();
-        Ok((
-            *times
-                .iter()
-                .min()
-                .with_context(|| format!("{who}'s state_pod"))?,
-            *times.iter().max().context("a time")?,
-        ))
-    };
     // The policy's state_* period and Elastic's default lease duration.
     let (period_us, lease_us) = (10_000_000, 15_000_000);
-    for (i, pair) in pods_seen.windows(2).enumerate() {
-        let ((_, old_last), (new_first, _)) = (span(&pair[0])?, span(&pair[1])?);
-        let gap = new_first - old_last;
-        println!(
-            "elastic manifest, {}: {} -> {}, state_pod gap {} ms (period 10 s)",
-            steps[i],
-            pair[0],
-            pair[1],
-            gap / 1000
-        );
-        assert!(
-            old_last < new_first,
-            "{}: {}'s gated documents overlap its successor's",
-            steps[i],
-            pair[0]
-        );
+    for (step, gap) in steps.iter().zip(gated_gaps(&state, &pods_seen, &steps)?) {
         assert!(
             gap - period_us <= lease_us,
-            "{}: the gated data stopped for {} ms beyond its period, more than the lease duration",
-            steps[i],
+            "{step}: the gated data stopped for {} ms beyond its period, more than the lease duration",
             (gap - period_us) / 1000
         );
     }
     assert!(
-        missing.is_empty() && shipped == lines.len(),
-        "lines lost {missing:?} or shipped twice ({} repeats) across the replacements",
-        shipped - lines.len()
+        t.missing.is_empty() && t.repeated == 0,
+        "lines lost {:?} or shipped twice ({} repeats) across the replacements",
+        t.missing,
+        t.repeated
     );
-    assert_eq!(lo, 1, "the workload's first line");
+    assert_eq!(t.lo, 1, "the workload's first line");
     // Leave the shared plane as it was.
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(ELASTIC_MANIFEST);
     node.kubectl(

@@ -40,12 +40,16 @@ impl AgentLogs {
 
 /// One record as Elastic's `elastic_agent` logs data stream holds it.
 fn log_document(r: &Record, redactor: &crate::redact::Redactor) -> serde_json::Map<String, Value> {
-    let doc = json!({
+    object(json!({
         "message": redactor.redact(&r.message),
         "log": {"level": r.level, "logger": r.target},
         "event": {"dataset": "elastic_agent"},
         "elastic_agent": {"process": PROCESS},
-    });
+    }))
+}
+
+/// The map of a document built with `json!({...})`.
+fn object(doc: Value) -> serde_json::Map<String, Value> {
     match doc {
         Value::Object(m) => m,
         _ => serde_json::Map::new(),
@@ -235,31 +239,18 @@ pub fn process_document(fs: &ProcFs) -> serde_json::Map<String, Value> {
             process.insert("cgroup".into(), json!({"memory": {"mem": mem}}));
         }
     }
-    let doc = json!({
+    object(json!({
         "system": {"process": process},
         "event": {"dataset": "elastic_agent.elastic_agent"},
         "elastic_agent": {"process": PROCESS},
-    });
-    match doc {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    }
+    }))
 }
 
 /// User and system CPU time in milliseconds, from `/proc/<pid>/stat`.
 fn cpu_ms(stat: &str) -> Option<(u64, u64)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15; `rest` starts at field 3.
-    let ticks = |i: usize| f.get(i)?.parse::<u64>().ok();
-    let per_s = clock_ticks_per_second();
-    Some((ticks(11)? * 1000 / per_s, ticks(12)? * 1000 / per_s))
-}
-
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf reads a constant of the system.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(t).ok().filter(|t| *t > 0).unwrap_or(100)
+    let s = super::system::parse_stat(stat)?;
+    let per_s = super::system::ticks_per_second();
+    Some((s.user_ticks * 1000 / per_s, s.system_ticks * 1000 / per_s))
 }
 
 /// Resident memory in bytes, from `/proc/<pid>/status`.
@@ -297,7 +288,7 @@ mod tests {
         for fd in ["0", "1", "2"] {
             std::fs::write(proc_self.join("fd").join(fd), "").unwrap();
         }
-        let per_s = clock_ticks_per_second();
+        let per_s = super::super::system::ticks_per_second();
         std::fs::write(
             proc_self.join("stat"),
             format!(

@@ -411,7 +411,8 @@ fn page_size() -> u64 {
     if v > 0 { v as u64 } else { 4096 }
 }
 
-fn ticks_per_second() -> u64 {
+/// Clock ticks per second (`/proc` counts CPU time in them).
+pub(crate) fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if v > 0 { v as u64 } else { 100 }

@@ -22,8 +22,10 @@ use super::scrape::duration;
 use super::settings::{DataStream, Problem, unknown_keys_lenient, unresolved};
 use super::{Input, InputContext};
 use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
+pub(crate) use metricsets::ticks_per_second;
 pub use metricsets::{Host, METRICSETS, Options, Previous};
 use process::ProcessOptions;
+pub(crate) use process::parse_stat;
 
 /// Keys of a stream (and of the input, where streams are not used).
 const KEYS: [&str; 5] = ["metricsets", "period", "system.hostfs", "hostfs", "system"];

@@ -50,6 +50,10 @@ pub struct Stat {
     pub pgid: u32,
     /// user + system time, clock ticks.
     pub ticks: u64,
+    /// Of which in user space.
+    pub user_ticks: u64,
+    /// Of which in the kernel.
+    pub system_ticks: u64,
     /// Ticks after boot when it started.
     pub start: u64,
     /// Virtual size, bytes.
@@ -75,6 +79,8 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
         ppid: n(1) as u32,
         pgid: n(2) as u32,
         ticks: n(11) + n(12),
+        user_ticks: n(11),
+        system_ticks: n(12),
         start: n(19),
         vsize: n(20),
         rss_pages: n(21),
@@ -280,6 +286,8 @@ mod tests {
                 ppid: 1,
                 pgid: pid,
                 ticks,
+                user_ticks: ticks,
+                system_ticks: 0,
                 start: 100,
                 vsize: 4096,
                 rss_pages,
@@ -310,6 +318,7 @@ mod tests {
         assert_eq!(s.state, 'S');
         assert_eq!((s.ppid, s.pgid), (1, 42));
         assert_eq!(s.ticks, 300);
+        assert_eq!((s.user_ticks, s.system_ticks), (250, 50));
         assert_eq!(s.start, 12345);
         assert_eq!(s.vsize, 10_485_760);
         assert_eq!(s.rss_pages, 300);

@@ -92,9 +92,13 @@ impl Session {
             now_nanos() >= seen.load(Ordering::Relaxed)
         })));
         let ctx = Context::full(&runtime).map_err(|e| format!("cannot start the engine: {e}"))?;
-        let at = now_nanos().saturating_add(u64::try_from(LOAD_DEADLINE.as_nanos()).unwrap_or(0));
-        deadline.store(at, Ordering::Relaxed);
-        let loaded = ctx.with(|ctx| -> Result<(), String> {
+        let session = Session {
+            ctx,
+            _runtime: runtime,
+            deadline,
+        };
+        session.set_deadline(LOAD_DEADLINE);
+        let loaded = session.ctx.with(|ctx| -> Result<(), String> {
             eval(&ctx, EVENT_API, "event_api.js").map_err(|e| format!("the Event API: {e}"))?;
             eval(&ctx, &script.source, &script.name)?;
             let api = api(&ctx)?;
@@ -105,14 +109,10 @@ impl Session {
             }
             call(&ctx, &api, "test", ()).map_err(|e| format!("failed in test() function: {e}"))
         });
-        let timed_out = now_nanos() >= deadline.load(Ordering::Relaxed);
-        deadline.store(NO_DEADLINE, Ordering::Relaxed);
+        let timed_out = session.passed();
+        session.clear_deadline();
         match loaded {
-            Ok(()) => Ok(Session {
-                ctx,
-                _runtime: runtime,
-                deadline,
-            }),
+            Ok(()) => Ok(session),
             Err(_) if timed_out => Err(format!(
                 "loading the script took longer than {}s (its top level, `register` and `test` must return)",
                 LOAD_DEADLINE.as_secs()

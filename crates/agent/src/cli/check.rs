@@ -199,12 +199,15 @@ pub struct CheckArgs {
     pub vars: Option<PathBuf>,
 }
 
-/// The policy with the inputs of the files in `dir` (what the ignored
-/// keys of those files are is said on stderr).
-fn with_inputs_dir(config: &std::path::Path, dir: &std::path::Path) -> Result<Policy, String> {
+/// The policy, with the inputs of the files in `inputs_dir` when given
+/// (what the ignored keys of those files are is said on stderr).
+fn read_policy(
+    config: &std::path::Path,
+    inputs_dir: Option<&std::path::Path>,
+) -> Result<Policy, String> {
     let files = crate::runtime::policy_files::PolicyFiles {
         policy: config.to_path_buf(),
-        inputs_dir: Some(dir.to_path_buf()),
+        inputs_dir: inputs_dir.map(std::path::Path::to_path_buf),
     };
     let (policy, warnings) = files
         .read()?
@@ -218,11 +221,7 @@ fn with_inputs_dir(config: &std::path::Path, dir: &std::path::Path) -> Result<Po
 
 /// Runs the command and returns the exit code.
 pub fn run(args: &CheckArgs) -> i32 {
-    let policy = match &args.inputs_dir {
-        None => super::inspect::load_policy(&args.config),
-        Some(dir) => with_inputs_dir(&args.config, dir),
-    };
-    let policy = match policy {
+    let policy = match read_policy(&args.config, args.inputs_dir.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");

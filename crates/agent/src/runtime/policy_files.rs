@@ -28,14 +28,6 @@ pub struct Snapshot {
 }
 
 impl PolicyFiles {
-    /// The policy file alone.
-    pub fn policy_only(policy: &Path) -> PolicyFiles {
-        PolicyFiles {
-            policy: policy.to_path_buf(),
-            inputs_dir: None,
-        }
-    }
-
     /// Reads every file; an error names the file and what failed.
     pub fn read(&self) -> Result<Snapshot, String> {
         let policy = std::fs::read_to_string(&self.policy)

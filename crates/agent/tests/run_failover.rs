@@ -444,7 +444,7 @@ async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()
         )
         .replace(
             "command: [sh, -c, 'while :; do echo gated; sleep 0.05; done']",
-            "command: [sh, -c, 'if [ \"$POD_NAME\" = agent-1 ]; then echo broken; exit 1; fi; while :; do echo gated; sleep 0.05; done']",
+            "command: [sh, -c, 'if [ \"$POD_NAME\" = agent-1 ]; then echo broken; echo ${kubernetes_leaderelection.term} >> ${env.OUT_DIR}-runs; exit 1; fi; while :; do echo gated; sleep 0.05; done']",
         );
     let mut c = Cluster::start(plane, "run-handover", 3, Some(text)).await?;
     let t0 = now_us();
@@ -469,15 +469,30 @@ async fn a_gated_input_failing_on_the_leader_hands_the_lease_over() -> Result<()
         .and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some(next.as_str()));
     let evs = c.events()?;
-    // agent-1's term before the handover: one event per failing run (each
-    // run prints one line), exactly `handover_after_failures` of them.
     let term = ranges(&evs, "gated")?
         .into_iter()
         .rfind(|r| r.agent == "agent-1" && r.first < took_over)
         .context("agent-1 never led")?;
+    // Each failing run marks its term in a file beside agent-1's output:
+    // the runs are counted from what the work did, and there are exactly
+    // `handover_after_failures` of them in the term.
+    let runs_file = format!("{}-runs", c.dirs()[0].display());
+    let marks = std::fs::read_to_string(&runs_file).with_context(|| runs_file.clone())?;
+    let runs = marks
+        .lines()
+        .filter(|l| l.trim() == term.term.to_string())
+        .count();
     assert_eq!(
-        term.count, 2,
-        "agent-1's failing runs in its term: {term:?}"
+        runs, 2,
+        "agent-1's failing runs in term {}: {marks:?}",
+        term.term
+    );
+    // The sink has the first run's line; the second's may be refused as its
+    // term ended at the handover (concepts.md, "Terms end in the outputs
+    // too"), never more than one line per run.
+    assert!(
+        (1..=2).contains(&term.count),
+        "agent-1's lines in its term: {term:?}"
     );
     assert!(term.last < took_over, "{term:?} vs handover at {took_over}");
     println!(

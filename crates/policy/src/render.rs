@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::cond::{CondError, Condition, EvalOptions};
-use crate::dynamic::{self, Dynamic};
+use crate::dynamic::{self, Dynamic, Mapping};
 use crate::error::{PolicyError, Pos};
 use crate::exec_script;
 use crate::model::{Node, NodeKind, Policy};
@@ -108,7 +108,7 @@ enum Fail {
     Error(PolicyError),
 }
 
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     file: &'a str,
     vars: &'a Vars,
     default_provider: String,
@@ -294,57 +294,25 @@ pub fn render_sharded(
     dynamic: Option<&Dynamic<'_>>,
     sharded: &[ShardedElection],
 ) -> Result<Rendered, PolicyError> {
-    let mut ctx = Ctx {
-        file: &policy.file,
-        vars,
-        default_provider: policy.default_provider(),
-        conditions: HashMap::new(),
-        condition_vars: Vec::new(),
-        provider: None,
-        used_provider: false,
-        used_own: false,
-        shares_node: false,
-    };
+    let mut ctx = context(policy, vars);
     // One variable store per mapping, built the first time an input needs it.
     let mut per_mapping: Option<Vec<Vars>> = None;
     let mut out = Rendered::default();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (index, input) in policy.inputs().iter().enumerate() {
-        let raw_id = match input.get("id").map(|n| &n.kind) {
-            Some(NodeKind::Str { value, .. }) => value.clone(),
-            Some(NodeKind::Int(i)) => i.to_string(),
-            _ => format!("inputs.{index}"),
-        };
         let dynamic =
             dynamic.filter(|d| dynamic::reads_provider(input, d.provider, &ctx.default_provider));
-        if let Some(group) = sharded
-            .iter()
-            .find(|g| reads_election(input, &g.name, &ctx.default_provider))
-        {
-            if dynamic.is_some() {
-                out.dropped.push(Dropped {
-                    id: raw_id,
-                    reason: format!(
-                        "it reads the variables of sharded election `{}` and of a dynamic provider: an input renders once per shard or once per mapping, not both; split it in two inputs",
-                        group.name
-                    ),
-                });
-                continue;
-            }
-            render_shards(
-                &mut ctx, policy, input, group, index, raw_id, &mut out, &mut seen,
-            )?;
-            continue;
-        }
-        let Some(d) = dynamic else {
-            match render_one(&mut ctx, policy, input)? {
-                One::Input(config, condition_vars) => {
-                    push_input(&mut out, &mut seen, index, config, condition_vars, None);
+        let Some(d) = dynamic.filter(|_| !reads_sharded(input, sharded, &ctx.default_provider))
+        else {
+            for item in render_fixed(&mut ctx, policy, input, index, sharded, dynamic.is_some())? {
+                match item {
+                    Item::Input(c) => push_candidate(&mut out, &mut seen, c),
+                    Item::Dropped(d) => out.dropped.push(d),
                 }
-                One::Dropped(reason) => out.dropped.push(Dropped { id: raw_id, reason }),
             }
             continue;
         };
+        let raw_id = raw_id(input, index);
         let stores = per_mapping.get_or_insert_with(|| {
             d.mappings
                 .iter()
@@ -358,83 +326,22 @@ pub fn render_sharded(
         let mut contents: Vec<u64> = Vec::new();
         let mut last_reason = None;
         for (m, store) in d.mappings.iter().zip(stores.iter()) {
-            let mut mctx = Ctx {
-                file: ctx.file,
-                vars: store,
-                default_provider: ctx.default_provider.clone(),
-                conditions: std::mem::take(&mut ctx.conditions),
-                condition_vars: Vec::new(),
-                provider: Some(d.provider.to_string()),
-                used_provider: false,
-                used_own: false,
-                shares_node: m.shares_node,
-            };
-            let one = render_one(&mut mctx, policy, input);
-            let used_provider = mctx.used_provider;
-            let describes_mapping = mctx.used_own;
-            ctx.conditions = mctx.conditions;
-            match one? {
-                One::Input(config, condition_vars) => {
+            match render_for_mapping(&mut ctx, policy, input, d.provider, m, store)? {
+                ForMapping::Rendered(r) => {
                     // A pod's mapping and its containers' may render the
                     // same input: the first (the pod's) runs.
-                    let hash = stable_hash(&Value::Map(config.clone()));
-                    if contents.contains(&hash) {
+                    if contents.contains(&r.hash) {
                         continue;
                     }
-                    contents.push(hash);
-                    // A rendering that reads nothing of its mapping's own
-                    // object (only the node, or only conditions) is the
-                    // same for every Pod: its id names its content, not
-                    // the first Pod that rendered it, so it does not
-                    // restart when that Pod goes, and it carries none of
-                    // that Pod's fields or processors.
-                    let id = if describes_mapping {
-                        format!("{}-{}-{}", config_id(&config), d.provider, m.id)
-                    } else {
-                        format!("{}-{}-{:08x}", config_id(&config), d.provider, hash as u32)
-                    };
-                    let mut config = config;
-                    config.insert("id", Value::Str(id));
-                    // The mapping's processors (a Pod's hints: untrusted)
-                    // run after the input's own, apart from them, so the
-                    // pipeline can keep them from re-routing events.
-                    if describes_mapping && !m.processors.is_empty() {
-                        config.insert(PROVIDER_PROCESSORS, Value::List(m.processors.clone()));
-                    }
-                    push_input(
-                        &mut out,
-                        &mut seen,
-                        index,
-                        config,
-                        condition_vars,
-                        // Only an input whose settings took the mapping's
-                        // values describes its pod or container (as in
-                        // Elastic Agent: conditions alone add nothing); one
-                        // that read only the node gets the node's fields.
-                        if describes_mapping {
-                            Some(m.fields.clone())
-                        } else if used_provider {
-                            dynamic::shared_fields(&m.fields)
-                        } else {
-                            None
-                        },
-                    );
+                    contents.push(r.hash);
+                    let c = mapping_candidate(index, d.provider, m, r);
+                    push_candidate(&mut out, &mut seen, c);
                 }
-                One::Dropped(reason) => last_reason = Some(reason),
+                ForMapping::Dropped(reason) => last_reason = Some(reason),
             }
         }
         if contents.is_empty() {
-            let reason = match last_reason {
-                None => format!(
-                    "it reads `{}` variables and that provider publishes nothing yet (no pod or container matches its settings)",
-                    d.provider
-                ),
-                Some(r) => format!(
-                    "it reads `{}` variables and none of the {} mappings renders it (last: {r})",
-                    d.provider,
-                    d.mappings.len()
-                ),
-            };
+            let reason = unrendered_reason(d.provider, d.mappings.len(), last_reason);
             out.dropped.push(Dropped { id: raw_id, reason });
         }
     }
@@ -442,6 +349,194 @@ pub fn render_sharded(
         push_brought(&mut out, &mut seen, policy.inputs().len(), d);
     }
     Ok(out)
+}
+
+/// What rendering one input gives, in order.
+pub(crate) enum Item {
+    Input(RenderedInput),
+    Dropped(Dropped),
+}
+
+/// The input's `id` as written, or `inputs.<index>` when it has none.
+pub(crate) fn raw_id(input: &Node, index: usize) -> String {
+    match input.get("id").map(|n| &n.kind) {
+        Some(NodeKind::Str { value, .. }) => value.clone(),
+        Some(NodeKind::Int(i)) => i.to_string(),
+        _ => format!("inputs.{index}"),
+    }
+}
+
+/// Whether `input` reads the variables of one of the `sharded` elections.
+pub(crate) fn reads_sharded(
+    input: &Node,
+    sharded: &[ShardedElection],
+    default_provider: &str,
+) -> bool {
+    sharded
+        .iter()
+        .any(|g| reads_election(input, &g.name, default_provider))
+}
+
+/// Renders an input whose renderings no mapping decides: once, or once per
+/// shard of the sharded election it reads (`reads_dynamic`: it also reads
+/// the dynamic provider, which only a sharded input may not).
+pub(crate) fn render_fixed(
+    ctx: &mut Ctx<'_>,
+    policy: &Policy,
+    input: &Node,
+    index: usize,
+    sharded: &[ShardedElection],
+    reads_dynamic: bool,
+) -> Result<Vec<Item>, PolicyError> {
+    let raw_id = raw_id(input, index);
+    if let Some(group) = sharded
+        .iter()
+        .find(|g| reads_election(input, &g.name, &ctx.default_provider))
+    {
+        if reads_dynamic {
+            return Ok(vec![Item::Dropped(Dropped {
+                id: raw_id,
+                reason: format!(
+                    "it reads the variables of sharded election `{}` and of a dynamic provider: an input renders once per shard or once per mapping, not both; split it in two inputs",
+                    group.name
+                ),
+            })]);
+        }
+        return render_shards(ctx, policy, input, group, index, raw_id);
+    }
+    Ok(vec![match render_one(ctx, policy, input)? {
+        One::Input(config, condition_vars) => {
+            Item::Input(candidate(index, config, condition_vars, None))
+        }
+        One::Dropped(reason) => Item::Dropped(Dropped { id: raw_id, reason }),
+    }])
+}
+
+/// Why an input reading `provider` rendered for none of its `mappings`
+/// (`last`: the last mapping's reason, when there was one).
+pub(crate) fn unrendered_reason(provider: &str, mappings: usize, last: Option<String>) -> String {
+    match last {
+        None => format!(
+            "it reads `{provider}` variables and that provider publishes nothing yet (no pod or container matches its settings)"
+        ),
+        Some(r) => format!(
+            "it reads `{provider}` variables and none of the {mappings} mappings renders it (last: {r})"
+        ),
+    }
+}
+
+/// One input rendered against one mapping's variables, before its id.
+pub(crate) struct MappingRendering {
+    pub(crate) config: Map,
+    pub(crate) condition_vars: Vec<String>,
+    /// Its settings took values of the mapping's own object (a Pod, a
+    /// container), not only what every mapping shares.
+    pub(crate) describes: bool,
+    /// It read the provider anywhere in its settings.
+    pub(crate) used_provider: bool,
+    /// [`stable_hash`] of `config`: equal renderings of one input run once.
+    pub(crate) hash: u64,
+}
+
+/// What one input renders to against one mapping.
+pub(crate) enum ForMapping {
+    Rendered(MappingRendering),
+    Dropped(String),
+}
+
+/// A fresh rendering context for `policy` with `vars`.
+pub(crate) fn context<'a>(policy: &'a Policy, vars: &'a Vars) -> Ctx<'a> {
+    Ctx {
+        file: &policy.file,
+        vars,
+        default_provider: policy.default_provider(),
+        conditions: HashMap::new(),
+        condition_vars: Vec::new(),
+        provider: None,
+        used_provider: false,
+        used_own: false,
+        shares_node: false,
+    }
+}
+
+/// Renders `input` against mapping `m`, whose variables (the policy's and
+/// the mapping's under `provider`) are `store`; `ctx` lends its parsed
+/// conditions.
+pub(crate) fn render_for_mapping(
+    ctx: &mut Ctx<'_>,
+    policy: &Policy,
+    input: &Node,
+    provider: &str,
+    m: &Mapping,
+    store: &Vars,
+) -> Result<ForMapping, PolicyError> {
+    let mut mctx = Ctx {
+        file: ctx.file,
+        vars: store,
+        default_provider: ctx.default_provider.clone(),
+        conditions: std::mem::take(&mut ctx.conditions),
+        condition_vars: Vec::new(),
+        provider: Some(provider.to_string()),
+        used_provider: false,
+        used_own: false,
+        shares_node: m.shares_node,
+    };
+    let one = render_one(&mut mctx, policy, input);
+    ctx.conditions = std::mem::take(&mut mctx.conditions);
+    Ok(match one? {
+        One::Input(config, condition_vars) => ForMapping::Rendered(MappingRendering {
+            hash: stable_hash(&Value::Map(config.clone())),
+            config,
+            condition_vars,
+            describes: mctx.used_own,
+            used_provider: mctx.used_provider,
+        }),
+        One::Dropped(reason) => ForMapping::Dropped(reason),
+    })
+}
+
+/// The input a mapping's rendering runs as, at position `index` of the
+/// policy's inputs.
+pub(crate) fn mapping_candidate(
+    index: usize,
+    provider: &str,
+    m: &Mapping,
+    r: MappingRendering,
+) -> RenderedInput {
+    // A rendering that reads nothing of its mapping's own object (only the
+    // node, or only conditions) is the same for every Pod: its id names
+    // its content, not the first Pod that rendered it, so it does not
+    // restart when that Pod goes, and it carries none of that Pod's fields
+    // or processors.
+    let id = if r.describes {
+        format!("{}-{}-{}", config_id(&r.config), provider, m.id)
+    } else {
+        format!(
+            "{}-{}-{:08x}",
+            config_id(&r.config),
+            provider,
+            r.hash as u32
+        )
+    };
+    let mut config = r.config;
+    config.insert("id", Value::Str(id));
+    // The mapping's processors (a Pod's hints: untrusted) run after the
+    // input's own, apart from them, so the pipeline can keep them from
+    // re-routing events.
+    if r.describes && !m.processors.is_empty() {
+        config.insert(PROVIDER_PROCESSORS, Value::List(m.processors.clone()));
+    }
+    // Only an input whose settings took the mapping's values describes its
+    // pod or container (as in Elastic Agent: conditions alone add
+    // nothing); one that read only the node gets the node's fields.
+    let fields = if r.describes {
+        Some(m.fields.clone())
+    } else if r.used_provider {
+        dynamic::shared_fields(&m.fields)
+    } else {
+        None
+    };
+    candidate(index, config, r.condition_vars, fields)
 }
 
 /// Whether `input` reads a variable of election `name`.
@@ -454,7 +549,6 @@ fn reads_election(input: &Node, name: &str, default_provider: &str) -> bool {
 /// shard's variables under `kubernetes_leaderelection.NAME` and gets the id
 /// `<id>-shard-<i>`. When no shard renders it (this agent leads none), it
 /// is one dropped input with the last shard's reason.
-#[allow(clippy::too_many_arguments)]
 fn render_shards(
     ctx: &mut Ctx<'_>,
     policy: &Policy,
@@ -462,9 +556,8 @@ fn render_shards(
     group: &ShardedElection,
     index: usize,
     raw_id: String,
-    out: &mut Rendered,
-    seen: &mut HashMap<String, usize>,
-) -> Result<(), PolicyError> {
+) -> Result<Vec<Item>, PolicyError> {
+    let mut out = Vec::new();
     let provider = crate::elections::PROVIDER;
     let base = match ctx.vars.lookup(provider) {
         Some(Value::Map(m)) => m.clone(),
@@ -494,11 +587,9 @@ fn render_shards(
             One::Input(mut config, condition_vars) => {
                 let id = format!("{}-shard-{i}", config_id(&config));
                 config.insert("id", Value::Str(id));
-                let before = out.inputs.len();
-                push_input(out, seen, index, config, condition_vars, None);
-                if let Some(ri) = out.inputs.get_mut(before) {
-                    ri.shard = u32::try_from(i).ok();
-                }
+                let mut c = candidate(index, config, condition_vars, None);
+                c.shard = u32::try_from(i).ok();
+                out.push(Item::Input(c));
                 rendered_any = true;
             }
             One::Dropped(reason) => last_reason = Some(reason),
@@ -512,9 +603,9 @@ fn render_shards(
             ),
             None => format!("election `{}` has no shards", group.name),
         };
-        out.dropped.push(Dropped { id: raw_id, reason });
+        out.push(Item::Dropped(Dropped { id: raw_id, reason }));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The inputs the mappings bring themselves, after the policy's: each
@@ -550,7 +641,7 @@ fn push_brought(
 }
 
 /// The `id` a rendered config names, as text (empty when it has none).
-fn config_id(config: &Map) -> String {
+pub(crate) fn config_id(config: &Map) -> String {
     match config.get("id") {
         Some(Value::Str(s)) => s.clone(),
         Some(Value::Int(i)) => i.to_string(),
@@ -634,10 +725,38 @@ fn push_input(
     out: &mut Rendered,
     seen: &mut HashMap<String, usize>,
     index: usize,
-    mut config: Map,
+    config: Map,
     condition_vars: Vec<String>,
     fields: Option<Value>,
 ) {
+    push_candidate(out, seen, candidate(index, config, condition_vars, fields));
+}
+
+/// Adds `c` to `out`, unless an earlier input has its id.
+fn push_candidate(out: &mut Rendered, seen: &mut HashMap<String, usize>, c: RenderedInput) {
+    if let Some(first) = seen.get(&c.id) {
+        out.dropped.push(duplicate(c.id, *first));
+        return;
+    }
+    seen.insert(c.id.clone(), c.index);
+    out.inputs.push(c);
+}
+
+/// An input dropped because input `first` of the policy renders with its id.
+pub(crate) fn duplicate(id: String, first: usize) -> Dropped {
+    Dropped {
+        id,
+        reason: format!("duplicate id: inputs.{first} renders with the same id"),
+    }
+}
+
+/// `config` with its final id first: its `id`, or `<type>-<hash>`.
+pub(crate) fn candidate(
+    index: usize,
+    mut config: Map,
+    condition_vars: Vec<String>,
+    fields: Option<Value>,
+) -> RenderedInput {
     let id = match config.get("id") {
         Some(Value::Str(_) | Value::Int(_) | Value::Float(_)) => config_id(&config),
         _ => {
@@ -648,23 +767,15 @@ fn push_input(
             format!("{kind}-{:016x}", stable_hash(&Value::Map(config.clone())))
         }
     };
-    if let Some(first) = seen.get(&id) {
-        out.dropped.push(Dropped {
-            id: id.clone(),
-            reason: format!("duplicate id: inputs.{first} renders with the same id"),
-        });
-        return;
-    }
-    seen.insert(id.clone(), index);
     config.insert_first("id", Value::Str(id.clone()));
-    out.inputs.push(RenderedInput {
+    RenderedInput {
         id,
         config: Value::Map(config),
         index,
         condition_vars,
         fields,
         shard: None,
-    });
+    }
 }
 
 /// A 64-bit FNV-1a hash of a value in a canonical form (map keys sorted,

@@ -2,7 +2,6 @@
 
 pub mod allocator;
 pub mod cli;
-pub mod fnv;
 pub mod inputs;
 pub mod kubeconn;
 pub mod kubeobj;

@@ -10,7 +10,7 @@
 //! annotations themselves (6 × 200 KB), far inside the DaemonSet's memory
 //! limit (deploy/kubernetes/base: 512 MiB), not a copy per container and per render.
 
-use leasehold::runtime::kubernetes::kept::KeptPod;
+use leasehold::runtime::kubernetes::kept::PodFields;
 use leasehold::runtime::kubernetes::mapping::{Related, pod_mappings};
 use leasehold::runtime::kubernetes::settings::ProviderSettings;
 use leasehold_policy::dynamic::{self, Dynamic, Mapping};
@@ -29,7 +29,7 @@ fn vm_kib(field: &str) -> u64 {
         .unwrap()
 }
 
-fn hostile_pod(i: usize) -> KeptPod {
+fn hostile_pod(i: usize) -> PodFields {
     let containers: Vec<serde_json::Value> = (0..CONTAINERS)
         .map(|c| serde_json::json!({"name": format!("c{c}"), "image": "busybox:1"}))
         .collect();
@@ -57,7 +57,7 @@ fn hostile_pod(i: usize) -> KeptPod {
         "status": {"podIP": "10.0.0.9", "containerStatuses": statuses}
     }))
     .unwrap();
-    KeptPod::from(pod)
+    PodFields::from(pod)
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn hostile_annotations_are_held_once_per_pod_not_per_container_and_render() {
     )
     .unwrap();
     let settings = ProviderSettings::default();
-    let pods: Vec<KeptPod> = (0..PODS).map(hostile_pod).collect();
+    let pods: Vec<PodFields> = (0..PODS).map(hostile_pod).collect();
     let before = vm_kib("VmHWM:");
     let mut kept: Vec<(Vec<Mapping>, usize)> = Vec::new();
     // Several publications, as Pod events arrive: each keeps its mappings

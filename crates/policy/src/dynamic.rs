@@ -73,6 +73,31 @@ pub struct Dynamic<'a> {
     pub mappings: &'a [Mapping],
 }
 
+/// A hash of everything in `mappings`, in their order: equal mappings hash
+/// equal, so a changed object can be told from an unchanged one without
+/// keeping its mappings.
+pub fn mappings_hash(mappings: &[Mapping]) -> u64 {
+    use crate::render::stable_hash;
+    let mut h = crate::fnv::Fnv64::new();
+    for m in mappings {
+        h.write(&(m.id.len() as u64).to_le_bytes());
+        h.write(m.id.as_bytes());
+        h.write(&[m.priority, u8::from(m.shares_node)]);
+        h.write(&stable_hash(&m.vars).to_le_bytes());
+        h.write(&stable_hash(&m.fields).to_le_bytes());
+        for v in m.processors.iter().chain(&m.inputs) {
+            h.write(&stable_hash(v).to_le_bytes());
+        }
+        h.write(&(m.processors.len() as u64).to_le_bytes());
+        for r in &m.refused {
+            h.write(&(r.len() as u64).to_le_bytes());
+            h.write(r.as_bytes());
+        }
+        h.write(&[0xff]);
+    }
+    h.finish()
+}
+
 /// Puts `mappings` in rendering order: priority, then id.
 pub fn sort(mappings: &mut [Mapping]) {
     mappings.sort_by(|a, b| (a.priority, &a.id).cmp(&(b.priority, &b.id)));

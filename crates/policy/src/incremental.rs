@@ -67,8 +67,9 @@ pub struct Incremental {
     provider: String,
     vars: Vars,
     inputs: Vec<PerInput>,
-    /// Every object's mappings.
-    objects: HashMap<String, Vec<Mapping>>,
+    /// Every object's mappings as last rendered: their hash and keys (the
+    /// mappings themselves stay with their [`MappingSource`]).
+    objects: HashMap<String, (u64, Vec<Key>)>,
     /// Every mapping, in rendering order.
     order: BTreeSet<Key>,
     /// Candidates by id: the first position runs, the others are
@@ -87,13 +88,14 @@ pub struct Incremental {
 
 impl Incremental {
     /// Renders `policy` with `vars` (without the provider's), the mappings
-    /// of dynamic provider `provider` and the `sharded` elections.
+    /// `source` holds of dynamic provider `provider`, and the `sharded`
+    /// elections.
     pub fn new(
         policy: &Policy,
         vars: &Vars,
         provider: &str,
         sharded: &[ShardedElection],
-        mappings: Vec<Mapping>,
+        source: &dyn MappingSource,
     ) -> Result<Self, PolicyError> {
         let mut me = Incremental {
             provider: provider.to_string(),
@@ -137,29 +139,27 @@ impl Incremental {
                 }
             }
         }
-        let mut by_object: HashMap<String, Vec<Mapping>> = HashMap::new();
-        for m in mappings {
-            by_object.entry(m.object().to_string()).or_default().push(m);
+        for object in source.objects() {
+            let ms = source.mappings_of(&object);
+            me.set_object_quietly(&mut ctx, policy, source, &object, ms)?;
         }
-        for (object, ms) in by_object {
-            me.set_object_quietly(&mut ctx, policy, &object, ms)?;
-        }
-        me.refresh_unrendered(&mut ctx, policy)?;
+        me.refresh_unrendered(&mut ctx, policy, source)?;
         Ok(me)
     }
 
-    /// The provider's mappings of `object` are now `mappings` (none: it
-    /// is gone). Renders only what they render.
-    pub fn set_object(
+    /// `object` changed in `source` (or is gone from it): renders only
+    /// what its mappings render.
+    pub fn refresh(
         &mut self,
         policy: &Policy,
+        source: &dyn MappingSource,
         object: &str,
-        mappings: Vec<Mapping>,
     ) -> Result<(), PolicyError> {
         let vars = self.vars.clone();
         let mut ctx = render::context(policy, &vars);
-        self.set_object_quietly(&mut ctx, policy, object, mappings)?;
-        self.refresh_unrendered(&mut ctx, policy)
+        let mappings = source.mappings_of(object);
+        self.set_object_quietly(&mut ctx, policy, source, object, mappings)?;
+        self.refresh_unrendered(&mut ctx, policy, source)
     }
 
     /// The number of mappings held.
@@ -213,23 +213,25 @@ impl Incremental {
         &mut self,
         ctx: &mut Ctx<'_>,
         policy: &Policy,
+        source: &dyn MappingSource,
         object: &str,
         mut mappings: Vec<Mapping>,
     ) -> Result<(), PolicyError> {
         dynamic::sort(&mut mappings);
-        let old = self.objects.remove(object).unwrap_or_default();
-        if old == mappings {
+        let hash = dynamic::mappings_hash(&mappings);
+        let (old_hash, old) = self.objects.remove(object).unwrap_or_default();
+        if old_hash == hash && old.len() == mappings.len() {
             if !mappings.is_empty() {
-                self.objects.insert(object.to_string(), mappings);
+                self.objects.insert(object.to_string(), (hash, old));
             }
             return Ok(());
         }
-        for m in &old {
-            self.order.remove(&key(m));
+        for k in &old {
+            self.order.remove(k);
         }
         for i in 0..self.inputs.len() {
-            for m in &old {
-                self.unrender(ctx, policy, i, m)?;
+            for k in &old {
+                self.unrender(ctx, policy, source, object, i, k)?;
             }
         }
         for (pos, id) in self.brought.remove(object).unwrap_or_default() {
@@ -241,8 +243,9 @@ impl Incremental {
                 }
             }
         }
-        for m in &mappings {
-            self.order.insert(key(m));
+        let keys: Vec<Key> = mappings.iter().map(key).collect();
+        for k in &keys {
+            self.order.insert(k.clone());
         }
         // Each mapping's variables, built once for all inputs.
         let stores: Vec<Vars> = mappings
@@ -254,13 +257,13 @@ impl Incremental {
             })
             .collect();
         for i in 0..self.inputs.len() {
-            for (m, store) in mappings.iter().zip(&stores) {
-                self.render_into(ctx, policy, i, m, store)?;
+            for ((m, k), store) in mappings.iter().zip(&keys).zip(&stores) {
+                self.render_into(ctx, policy, i, m, k, store)?;
             }
         }
-        self.bring(policy, object, &mappings);
+        self.bring(policy, object, &mappings, &keys);
         if !mappings.is_empty() {
-            self.objects.insert(object.to_string(), mappings);
+            self.objects.insert(object.to_string(), (hash, keys));
         }
         Ok(())
     }
@@ -272,6 +275,7 @@ impl Incremental {
         policy: &Policy,
         i: usize,
         m: &Mapping,
+        k: &Key,
         store: &Vars,
     ) -> Result<(), PolicyError> {
         let input = input_node(policy, self.inputs[i].index);
@@ -280,7 +284,7 @@ impl Incremental {
         else {
             return Ok(());
         };
-        let k = key(m);
+        let k = k.clone();
         let p = &mut self.inputs[i];
         p.hash_of.insert(k.1.clone(), r.hash);
         let set = p.by_content.entry(r.hash).or_default();
@@ -322,17 +326,20 @@ impl Incremental {
         })
     }
 
-    /// Takes mapping `m` (already out of [`Self::order`] and of
-    /// [`Self::objects`]) out of input `i`'s renderings; the next mapping
-    /// of equal content runs instead.
+    /// Takes the mapping with key `k` (already out of [`Self::order`] and
+    /// of [`Self::objects`]) out of input `i`'s renderings; the next
+    /// mapping of equal content runs instead, unless it belongs to
+    /// `leaving`, the object whose old mappings are all going.
     fn unrender(
         &mut self,
         ctx: &mut Ctx<'_>,
         policy: &Policy,
+        source: &dyn MappingSource,
+        leaving: &str,
         i: usize,
-        m: &Mapping,
+        k: &Key,
     ) -> Result<(), PolicyError> {
-        let k = key(m);
+        let k = k.clone();
         let p = &mut self.inputs[i];
         let Some(hash) = p.hash_of.remove(&k.1) else {
             return Ok(());
@@ -361,7 +368,10 @@ impl Incremental {
             );
         }
         let Some(next) = next else { return Ok(()) };
-        let Some(nm) = self.mapping(&next).cloned() else {
+        if object_of(&next) == leaving {
+            return Ok(());
+        }
+        let Some(nm) = self.mapping(source, &next) else {
             return Ok(());
         };
         let mut store = self.vars.clone();
@@ -386,11 +396,11 @@ impl Incremental {
 
     /// The inputs `object`'s mappings bring and the hints they refused
     /// (as [`crate::render_sharded`] adds them after the policy's).
-    fn bring(&mut self, policy: &Policy, object: &str, mappings: &[Mapping]) {
+    fn bring(&mut self, policy: &Policy, object: &str, mappings: &[Mapping], keys: &[Key]) {
         let index = policy.inputs().len();
         let mut contents: BTreeSet<u64> = BTreeSet::new();
         let mut placed = Vec::new();
-        for m in mappings {
+        for (m, k) in mappings.iter().zip(keys) {
             let mut sub = 0;
             for input in &m.inputs {
                 let Value::Map(config) = input else { continue };
@@ -403,7 +413,7 @@ impl Incremental {
                 let c = render::candidate(index, config, Vec::new(), Some(m.fields.clone()));
                 let pos = Pos {
                     index,
-                    mapping: Some(key(m)),
+                    mapping: Some(k.clone()),
                     sub,
                 };
                 sub += 1;
@@ -413,7 +423,7 @@ impl Incremental {
             for reason in &m.refused {
                 let pos = Pos {
                     index,
-                    mapping: Some(key(m)),
+                    mapping: Some(k.clone()),
                     sub,
                 };
                 sub += 1;
@@ -438,6 +448,7 @@ impl Incremental {
         &mut self,
         ctx: &mut Ctx<'_>,
         policy: &Policy,
+        source: &dyn MappingSource,
     ) -> Result<(), PolicyError> {
         for i in 0..self.inputs.len() {
             let p = &self.inputs[i];
@@ -454,7 +465,7 @@ impl Incremental {
             }
             // None renders: the last mapping's reason is the one reported.
             let last = match self.order.iter().next_back().cloned() {
-                Some(k) => match self.mapping(&k).cloned() {
+                Some(k) => match self.mapping(source, &k) {
                     Some(m) => {
                         let mut store = self.vars.clone();
                         store.set_provider(&self.provider, m.vars.clone());
@@ -488,12 +499,11 @@ impl Incremental {
         Ok(())
     }
 
-    /// The mapping with key `k`.
-    fn mapping(&self, k: &Key) -> Option<&Mapping> {
-        let object = k.1.split_once('.').map_or(&*k.1, |(o, _)| o);
-        self.objects
-            .get(object)?
-            .iter()
+    /// The mapping with key `k`, as `source` holds it now.
+    fn mapping(&self, source: &dyn MappingSource, k: &Key) -> Option<Mapping> {
+        source
+            .mappings_of(object_of(k))
+            .into_iter()
             .find(|m| *m.id == *k.1 && m.priority == k.0)
     }
 
@@ -537,6 +547,46 @@ impl Incremental {
             }
         }
     }
+}
+
+/// Where an [`Incremental`] finds mappings: it keeps none itself, so a
+/// provider's objects are held once, by the provider.
+pub trait MappingSource {
+    /// Every object that has mappings now.
+    fn objects(&self) -> Vec<String>;
+    /// The mappings of `object` now (none when it is gone), in any order.
+    fn mappings_of(&self, object: &str) -> Vec<Mapping>;
+}
+
+/// Mappings held by object ([`Mapping::object`]): a [`MappingSource`] for
+/// tests and tools.
+#[derive(Debug, Clone, Default)]
+pub struct HeldMappings(pub BTreeMap<String, Vec<Mapping>>);
+
+impl HeldMappings {
+    /// `mappings` grouped by object.
+    pub fn new(mappings: Vec<Mapping>) -> Self {
+        let mut held = BTreeMap::<String, Vec<Mapping>>::new();
+        for m in mappings {
+            held.entry(m.object().to_string()).or_default().push(m);
+        }
+        HeldMappings(held)
+    }
+}
+
+impl MappingSource for HeldMappings {
+    fn objects(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+
+    fn mappings_of(&self, object: &str) -> Vec<Mapping> {
+        self.0.get(object).cloned().unwrap_or_default()
+    }
+}
+
+/// The object of the mapping with key `k` (see [`Mapping::object`]).
+fn object_of(k: &Key) -> &str {
+    k.1.split_once('.').map_or(&*k.1, |(o, _)| o)
 }
 
 fn key(m: &Mapping) -> Key {

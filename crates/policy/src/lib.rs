@@ -11,6 +11,7 @@ pub mod dynamic;
 pub mod elections;
 pub mod error;
 pub mod exec_script;
+pub mod fnv;
 pub mod incremental;
 pub mod inputs_d;
 pub mod lint;

@@ -20,6 +20,7 @@ use crate::cond::{CondError, Condition, EvalOptions};
 use crate::dynamic::{self, Dynamic, Mapping};
 use crate::error::{PolicyError, Pos};
 use crate::exec_script;
+use crate::fnv::Fnv64;
 use crate::model::{Node, NodeKind, Policy};
 use crate::subst::{self, Resolved};
 use crate::value::{Map, Value};
@@ -781,19 +782,16 @@ pub(crate) fn candidate(
 /// A 64-bit FNV-1a hash of a value in a canonical form (map keys sorted,
 /// every value tagged with its type). Stable across runs and platforms.
 pub fn stable_hash(v: &Value) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = Fnv64::new();
     hash_into(v, &mut h);
-    h
+    h.finish()
 }
 
-fn feed(h: &mut u64, bytes: &[u8]) {
-    for b in bytes {
-        *h ^= u64::from(*b);
-        *h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+fn feed(h: &mut Fnv64, bytes: &[u8]) {
+    h.write(bytes);
 }
 
-fn hash_into(v: &Value, h: &mut u64) {
+fn hash_into(v: &Value, h: &mut Fnv64) {
     match v {
         Value::Null => feed(h, b"n"),
         Value::Bool(b) => feed(h, if *b { b"t" } else { b"f" }),

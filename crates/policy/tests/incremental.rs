@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use leasehold_policy::dynamic::{self, Dynamic, Mapping};
-use leasehold_policy::incremental::Incremental;
+use leasehold_policy::incremental::{HeldMappings, Incremental};
 use leasehold_policy::{Policy, Value, Vars, render_with};
 use proptest::prelude::*;
 use serde_json::json;
@@ -160,7 +160,8 @@ proptest! {
             objects.insert(uid.clone(), mappings(&uid, s));
         }
         let initial: Vec<Mapping> = objects.values().flatten().cloned().collect();
-        let mut inc = Incremental::new(&p, &Vars::new(), "kubernetes", &[], initial).unwrap();
+        let mut held = HeldMappings::new(initial);
+        let mut inc = Incremental::new(&p, &Vars::new(), "kubernetes", &[], &held).unwrap();
         prop_assert_eq!(inc.rendered(), all_rendered(&p, &objects));
         // What the reported changes build up.
         let mut applied: BTreeMap<String, Value> = BTreeMap::new();
@@ -176,18 +177,18 @@ proptest! {
         apply(&mut inc, &mut applied);
         for (u, change) in &steps {
             let uid = format!("u{u}");
-            let ms = match change {
+            match change {
                 Some(s) => {
                     let ms = mappings(&uid, s);
                     objects.insert(uid.clone(), ms.clone());
-                    ms
+                    held.0.insert(uid.clone(), ms);
                 }
                 None => {
                     objects.remove(&uid);
-                    Vec::new()
+                    held.0.remove(&uid);
                 }
-            };
-            inc.set_object(&p, &uid, ms).unwrap();
+            }
+            inc.refresh(&p, &held, &uid).unwrap();
             let want = all_rendered(&p, &objects);
             prop_assert_eq!(&inc.rendered(), &want);
             apply(&mut inc, &mut applied);
@@ -213,13 +214,14 @@ fn a_pod_change_renders_only_that_pods_mappings() {
     let all: Vec<Mapping> = (0..50)
         .flat_map(|u| mappings(&format!("p{u:03}"), &spec))
         .collect();
-    let mut inc = Incremental::new(&p, &Vars::new(), "kubernetes", &[], all).unwrap();
+    let mut held = HeldMappings::new(all);
+    let mut inc = Incremental::new(&p, &Vars::new(), "kubernetes", &[], &held).unwrap();
     inc.take_changes();
     // A label change on one Pod: its Pod-level and container inputs may
     // change, nobody else's.
     let changed = PodSpec { app: true, ..spec };
-    inc.set_object(&p, "p007", mappings("p007", &changed))
-        .unwrap();
+    held.0.insert("p007".into(), mappings("p007", &changed));
+    inc.refresh(&p, &held, "p007").unwrap();
     let c = inc.take_changes();
     let ids: Vec<&str> = c.upserted.iter().map(|i| i.id.as_str()).collect();
     assert!(c.removed.is_empty(), "{c:?}");

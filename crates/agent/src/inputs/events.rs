@@ -96,7 +96,8 @@ impl NamespaceShard {
 
     /// Whether Events of `namespace` are this shard's.
     pub fn owns(&self, namespace: &str) -> bool {
-        crate::fnv::fnv1a64(namespace.as_bytes()) % u64::from(self.count) == u64::from(self.index)
+        leasehold_policy::fnv::fnv1a64(namespace.as_bytes()) % u64::from(self.count)
+            == u64::from(self.index)
     }
 }
 

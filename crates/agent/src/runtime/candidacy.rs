@@ -88,7 +88,7 @@ pub struct Candidacy {
 impl Candidacy {
     /// The candidate Lease's name.
     fn name(&self) -> String {
-        let hash = crate::fnv::fnv1a64(self.identity.as_bytes());
+        let hash = leasehold_policy::fnv::fnv1a64(self.identity.as_bytes());
         format!("{}-candidate-{hash:016x}", self.base)
     }
 
@@ -98,7 +98,7 @@ impl Candidacy {
         if base.len() <= 63 {
             return base.clone();
         }
-        format!("c-{:016x}", crate::fnv::fnv1a64(base.as_bytes()))
+        format!("c-{:016x}", leasehold_policy::fnv::fnv1a64(base.as_bytes()))
     }
 
     fn record(&self) -> Lease {

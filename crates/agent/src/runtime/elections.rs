@@ -208,7 +208,7 @@ pub fn fence_label(spec: &ElectionSpec) -> String {
     if leasehold_election::names::validate_label_value("election", name).is_ok() {
         return name.to_string();
     }
-    format!("e-{:016x}", crate::fnv::fnv1a64(name.as_bytes()))
+    format!("e-{:016x}", leasehold_policy::fnv::fnv1a64(name.as_bytes()))
 }
 
 /// Starts the elector of `e` with connection `conn` and identity; with a

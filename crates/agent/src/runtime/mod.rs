@@ -17,6 +17,7 @@ pub mod kubernetes;
 pub mod policy_files;
 pub mod providers;
 mod reconcile;
+mod reconciler;
 mod self_monitoring;
 pub mod state_claims;
 pub mod supervisor;
@@ -27,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_election::{Leadership, Metrics, SimpleMetrics};
-use leasehold_policy::render::stable_hash;
 use leasehold_policy::{Policy, Severity, Value, Vars};
 use prometheus_client::registry::Registry;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
@@ -38,13 +38,13 @@ use tokio_util::sync::CancellationToken;
 use self::config::AgentSettings;
 use self::elections::{Election, ElectionEvent};
 use self::policy_files::{PolicyFiles, Snapshot};
-use self::reconcile::{Action, Binding, Instance};
+use self::reconcile::Instance;
 use self::supervisor::{GatedFailure, Supervised};
 use crate::inputs::filestream::registry::Registries;
 use crate::inputs::{self, InputSpec};
 use crate::kubeconn::{self, Connection};
 use crate::monitor::metrics::AgentMetrics;
-use crate::monitor::status::{DroppedInput, ElectionState, OutputStatus, StatusBoard};
+use crate::monitor::status::{ElectionState, OutputStatus, StatusBoard};
 use crate::monitor::{Monitor, SharedRegistry};
 use crate::outputs::{self, OutputMetrics, Outputs};
 use crate::pipeline::publisher::{AgentFields, EventSink, TermStamp};
@@ -79,17 +79,15 @@ pub struct RunOptions {
 
 /// `outputs` with every disk queue that names no path placed under
 /// `data_path` (`DATA/queue/OUTPUT`).
-/// The next mappings of the provider, if one runs (never otherwise).
-async fn next_mappings(
+/// The next objects the provider changed, if one runs (never otherwise).
+async fn next_changes(
     provider: &mut Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
-) -> Option<Arc<Vec<leasehold_policy::dynamic::Mapping>>> {
+) -> Option<kubernetes::Changes> {
     match provider {
-        Some((_, p)) => {
-            if p.mappings.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-            Some(Arc::clone(&p.mappings.borrow_and_update()))
-        }
+        Some((_, p)) => match p.changes.recv().await {
+            Some(c) => Some(c),
+            None => std::future::pending().await,
+        },
         None => std::future::pending().await,
     }
 }
@@ -346,8 +344,8 @@ pub struct Agent {
     registry_flush: JoinHandle<()>,
     /// The `kubernetes` provider, when the policy configures it.
     provider: Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
-    /// Its mappings as last rendered.
-    mappings: Arc<Vec<leasehold_policy::dynamic::Mapping>>,
+    /// The rendering, the provider's mappings and who owns which registry.
+    books: reconciler::Books,
     /// What spreads the shards of sharded elections.
     balancers: balancers::Balancers,
 }
@@ -407,7 +405,7 @@ impl Agent {
         }));
         let agent = Agent {
             provider: None,
-            mappings: Arc::new(Vec::new()),
+            books: reconciler::Books::default(),
             pending_outputs: None,
             registries,
             registry_flush,
@@ -476,9 +474,8 @@ impl Agent {
                     self.reconcile();
                 }
                 Some(f) = self.failures_rx.recv() => self.on_gated_failure(f),
-                Some(m) = next_mappings(&mut self.provider) => {
-                    self.mappings = m;
-                    self.reconcile();
+                Some(changes) = next_changes(&mut self.provider) => {
+                    self.on_provider_changes(changes);
                 }
                 Some(key) = self.retry_rx.recv() => {
                     self.connect_election(key).await;
@@ -500,7 +497,6 @@ impl Agent {
         }
         if let Some((_, p)) = self.provider.take() {
             p.shutdown().await;
-            self.mappings = Arc::new(Vec::new());
         }
         let Some(settings) = want else {
             self.board.set_problem(kubernetes::PROVIDER_PROBLEM, None);
@@ -838,215 +834,6 @@ impl Agent {
             vars.set_provider(elections::PROVIDER_NAME, v);
         }
         vars
-    }
-
-    /// Makes the running inputs equal to what the policy renders to now.
-    fn reconcile(&mut self) {
-        let vars = self.vars();
-        let dynamic = self
-            .loaded
-            .kubernetes
-            .as_ref()
-            .map(|_| leasehold_policy::dynamic::Dynamic {
-                provider: kubernetes::PROVIDER,
-                mappings: &self.mappings,
-            });
-        let sharded = elections::sharded(&self.elections);
-        let rendered = match leasehold_policy::render_sharded(
-            &self.loaded.policy,
-            &vars,
-            dynamic.as_ref(),
-            &sharded,
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                // Inputs that were running keep running; stops by term still
-                // happen through the term tokens.
-                let e = self
-                    .loaded
-                    .redactor
-                    .redact(&self.loaded.policy.relocate(e).to_string());
-                tracing::error!("rendering the policy failed: {e}");
-                self.board.policy_rejected(e);
-                return;
-            }
-        };
-        // Rendered settings may hold secrets from variables: redact those
-        // too from what inputs report.
-        let mut redactor = self.loaded.redactor.clone();
-        for ri in &rendered.inputs {
-            redactor.add_value("", &ri.config);
-        }
-        self.board.set_redactor(redactor);
-        let mut dropped: Vec<DroppedInput> = rendered
-            .dropped
-            .iter()
-            .map(|d| DroppedInput {
-                id: d.id.clone(),
-                reason: d.reason.clone(),
-            })
-            .collect();
-        let mut desired: Vec<(Instance, InputSpec, Option<Value>)> = Vec::new();
-        for ri in &rendered.inputs {
-            let election = ri.condition_vars.iter().find_map(|v| {
-                self.elections
-                    .iter()
-                    .find(|e| elections::binds(e, v, ri.shard))
-            });
-            let binding = election.and_then(|e| {
-                e.leading.as_ref().map(|t| Binding {
-                    election: e.key,
-                    term: t.term,
-                })
-            });
-            let spec = match inputs::build(&ri.config) {
-                Ok(s) => s,
-                Err(problems) => {
-                    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                    dropped.push(DroppedInput {
-                        id: ri.id.clone(),
-                        reason: text.join("; "),
-                    });
-                    continue;
-                }
-            };
-            if self.outputs.sender(&spec.use_output).is_none() {
-                let pending = self
-                    .pending_outputs
-                    .as_ref()
-                    .is_some_and(|o| o.iter().any(|x| x.name == spec.use_output));
-                let reason = if pending {
-                    format!(
-                        "use_output names output `{}`, added by a reload: outputs start when the agent restarts, and so does this input",
-                        spec.use_output
-                    )
-                } else {
-                    format!(
-                        "use_output names output `{}`, which is not defined (defined: {})",
-                        spec.use_output,
-                        self.outputs.names().join(", ")
-                    )
-                };
-                dropped.push(DroppedInput {
-                    id: ri.id.clone(),
-                    reason,
-                });
-                continue;
-            }
-            // Fields a mapping adds are part of what the input is: new
-            // labels restart it with them.
-            let fields_hash = ri.fields.as_ref().map_or(0, stable_hash);
-            desired.push((
-                Instance {
-                    id: ri.id.clone(),
-                    config_hash: stable_hash(&ri.config) ^ fields_hash.rotate_left(1),
-                    binding,
-                },
-                spec,
-                ri.fields.clone(),
-            ));
-        }
-        let (desired, claimed) = self.refuse_shared_registries(desired, &mut dropped);
-        let running: Vec<Instance> = self.running.values().map(|r| r.instance.clone()).collect();
-        let wanted: Vec<Instance> = desired.iter().map(|(i, _, _)| i.clone()).collect();
-        for action in reconcile::plan(&wanted, &running) {
-            match action {
-                Action::Stop(id) => {
-                    let how = self.how_to_stop(&id, &claimed);
-                    self.stop(&id, how, true);
-                }
-                Action::Restart(id) => {
-                    // Its successor reads other files (another container)
-                    // or, naming the same registries, waits for the drain
-                    // and reads on from the same offsets (`start_input`).
-                    let how = self.how_to_stop(&id, &HashSet::new());
-                    self.stop(&id, how, false);
-                    if let Some((i, s, f)) = desired.iter().find(|(i, _, _)| i.id == id) {
-                        self.start_input(i.clone(), s.clone(), f.as_ref());
-                    }
-                }
-                Action::Start(id) => {
-                    if let Some((i, s, f)) = desired.iter().find(|(i, _, _)| i.id == id) {
-                        self.start_input(i.clone(), s.clone(), f.as_ref());
-                    }
-                }
-            }
-        }
-        self.board.set_dropped(dropped);
-    }
-
-    /// Takes out of `desired` every input naming a registry another one
-    /// owns ([`state_claims::conflicts`]), into `dropped`, logging each
-    /// conflict once; returns the inputs kept and the registries they
-    /// claim.
-    fn refuse_shared_registries(
-        &mut self,
-        desired: Vec<Desired>,
-        dropped: &mut Vec<DroppedInput>,
-    ) -> (Vec<Desired>, HashSet<String>) {
-        let keys: Vec<Vec<String>> = desired
-            .iter()
-            .map(|(_, s, _)| s.input.state_keys())
-            .collect();
-        let claims: Vec<state_claims::Claim<'_>> = desired
-            .iter()
-            .zip(&keys)
-            .map(|((i, _, _), k)| state_claims::Claim {
-                id: &i.id,
-                keys: k,
-                running: self.running.contains_key(&i.id),
-            })
-            .collect();
-        let conflicts = state_claims::conflicts(&claims);
-        if conflicts.is_empty() {
-            self.warned_conflicts.clear();
-            return (desired, keys.into_iter().flatten().collect());
-        }
-        let mut refused: HashMap<usize, String> = HashMap::new();
-        let mut warned = HashSet::new();
-        for c in conflicts {
-            let id = &desired[c.index].0.id;
-            if !self.warned_conflicts.contains(id) {
-                tracing::error!(input = %id, "input not started: {}", c.reason);
-            }
-            warned.insert(id.clone());
-            refused.insert(c.index, c.reason);
-        }
-        self.warned_conflicts = warned;
-        let mut kept = Vec::with_capacity(desired.len());
-        let mut claimed = HashSet::new();
-        for (n, (d, k)) in desired.into_iter().zip(keys).enumerate() {
-            match refused.remove(&n) {
-                Some(reason) => dropped.push(DroppedInput {
-                    id: d.0.id.clone(),
-                    reason,
-                }),
-                None => {
-                    claimed.extend(k);
-                    kept.push(d);
-                }
-            }
-        }
-        (kept, claimed)
-    }
-
-    /// [`StopHow::Drain`] when running input `id` is to read its files
-    /// to their ends first ([`state_claims::drains`]), `claimed` being
-    /// the registries of the inputs that stay or start.
-    fn how_to_stop(&self, id: &str, claimed: &HashSet<String>) -> StopHow {
-        match self.running.get(id) {
-            Some(r)
-                if state_claims::drains(
-                    r.dynamic,
-                    r.instance.binding.is_some(),
-                    &r.keys,
-                    claimed,
-                ) =>
-            {
-                StopHow::Drain
-            }
-            _ => StopHow::Now,
-        }
     }
 
     /// How long a drained input may read on: the provider's

@@ -41,19 +41,18 @@ pub enum Action {
 /// The steps that make `running` equal to `desired`: stops first (they are
 /// never delayed), then restarts, then starts, each in `desired` order.
 pub fn plan(desired: &[Instance], running: &[Instance]) -> Vec<Action> {
-    let want: HashMap<&str, &Instance> = desired.iter().map(|i| (i.id.as_str(), i)).collect();
-    let have: HashSet<&str> = running.iter().map(|i| i.id.as_str()).collect();
+    let want: HashSet<&str> = desired.iter().map(|i| i.id.as_str()).collect();
+    let have: HashMap<&str, &Instance> = running.iter().map(|i| (i.id.as_str(), i)).collect();
     let mut out: Vec<Action> = running
         .iter()
-        .filter(|r| !want.contains_key(r.id.as_str()))
+        .filter(|r| !want.contains(r.id.as_str()))
         .map(|r| Action::Stop(r.id.clone()))
         .collect();
     for d in desired {
-        match running.iter().find(|r| r.id == d.id) {
-            Some(r) if r != d => out.push(Action::Restart(d.id.clone())),
+        match have.get(d.id.as_str()) {
+            Some(r) if *r != d => out.push(Action::Restart(d.id.clone())),
             Some(_) => {}
-            None if !have.contains(d.id.as_str()) => out.push(Action::Start(d.id.clone())),
-            None => {}
+            None => out.push(Action::Start(d.id.clone())),
         }
     }
     out.sort_by_key(|a| match a {

@@ -12,7 +12,7 @@
 //!
 //! [`state_keys`]: crate::inputs::Input::state_keys
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// One input that wants to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +54,7 @@ pub fn conflicts(claims: &[Claim<'_>]) -> Vec<Conflict> {
         match taken {
             Some((key, other)) => out.push(Conflict {
                 index: i,
-                reason: format!(
-                    "stream id `{key}` is also a stream id of input `{other}`: two streams with one id would share one registry, reading and deleting each other's offsets; give each stream an `id` of its own (one rendered per Pod and container includes `${{kubernetes.container.id}}`)"
-                ),
+                reason: conflict_reason(key, other),
             }),
             None => {
                 for k in c.keys {
@@ -69,14 +67,23 @@ pub fn conflicts(claims: &[Claim<'_>]) -> Vec<Conflict> {
     out
 }
 
+/// Why an input naming registry `key`, which input `other` owns, does not
+/// start.
+pub fn conflict_reason(key: &str, other: &str) -> String {
+    format!(
+        "stream id `{key}` is also a stream id of input `{other}`: two streams with one id would share one registry, reading and deleting each other's offsets; give each stream an `id` of its own (one rendered per Pod and container includes `${{kubernetes.container.id}}`)"
+    )
+}
+
 /// Whether an input stopped for good, or restarted with other settings,
 /// reads its files to their ends first: it was rendered from a mapping
 /// (its container restarted or went), it is bound to no leadership term
 /// (a term's work stops when the term does), it keeps registries, and no
 /// input that stays or starts claims any of them (that one reads on from
 /// the same offsets; two readers would ship lines twice).
-pub fn drains(dynamic: bool, gated: bool, keys: &[String], claimed: &HashSet<String>) -> bool {
-    dynamic && !gated && !keys.is_empty() && keys.iter().all(|k| !claimed.contains(k))
+/// `claimed` tells whether a registry is claimed.
+pub fn drains(dynamic: bool, gated: bool, keys: &[String], claimed: impl Fn(&str) -> bool) -> bool {
+    dynamic && !gated && !keys.is_empty() && keys.iter().all(|k| !claimed(k))
 }
 
 #[cfg(test)]
@@ -162,18 +169,15 @@ mod tests {
     #[test]
     fn only_an_ungated_mapping_input_whose_registries_nobody_takes_over_drains() {
         let k = keys(&["logs-abc"]);
-        let none = HashSet::new();
-        assert!(drains(true, false, &k, &none));
-        assert!(!drains(false, false, &k, &none), "a policy reload resumes");
+        let none = |_: &str| false;
+        assert!(drains(true, false, &k, none));
+        assert!(!drains(false, false, &k, none), "a policy reload resumes");
+        assert!(!drains(true, true, &k, none), "a term's work stops with it");
         assert!(
-            !drains(true, true, &k, &none),
-            "a term's work stops with it"
-        );
-        assert!(
-            !drains(true, false, &[], &none),
+            !drains(true, false, &[], none),
             "nothing to read to its end"
         );
-        let taken: HashSet<String> = ["logs-abc".to_string()].into();
-        assert!(!drains(true, false, &k, &taken), "its successor reads on");
+        let taken = |k: &str| k == "logs-abc";
+        assert!(!drains(true, false, &k, taken), "its successor reads on");
     }
 }

@@ -41,7 +41,7 @@ impl Fingerprint {
     pub fn of_bytes(bytes: &[u8]) -> Fingerprint {
         Fingerprint {
             len: bytes.len() as u64,
-            fnv1a: crate::fnv::fnv1a64(bytes),
+            fnv1a: leasehold_policy::fnv::fnv1a64(bytes),
         }
     }
 

@@ -2,7 +2,9 @@
 //! [`Pod`] as read still carries its whole metadata (managed fields,
 //! kubectl's last-applied copy of the object) and specs and statuses per
 //! container; the provider holds every Pod of its node or cluster for as
-//! long as it runs, so it keeps this flat summary instead.
+//! long as it runs, so it keeps this summary instead: [`PodFields`] to
+//! read, packed into a [`KeptPod`] (one buffer of text and its spans) to
+//! hold, about a third of the size of the same fields in strings and maps.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +22,7 @@ const OWNER_KINDS: [&str; 6] = [
 
 /// A Pod as the mappings read it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct KeptPod {
+pub struct PodFields {
     /// `metadata.name`.
     pub name: String,
     /// `metadata.namespace`.
@@ -92,8 +94,8 @@ fn bounded(annotations: BTreeMap<String, String>) -> (BTreeMap<String, String>, 
     (kept, cut)
 }
 
-impl From<Pod> for KeptPod {
-    fn from(pod: Pod) -> KeptPod {
+impl From<Pod> for PodFields {
+    fn from(pod: Pod) -> PodFields {
         let meta = pod.metadata;
         let spec = pod.spec.unwrap_or_default();
         let status = pod.status.unwrap_or_default();
@@ -146,7 +148,7 @@ impl From<Pod> for KeptPod {
         let mut annotations = meta.annotations.unwrap_or_default();
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
         let (annotations, annotations_cut) = bounded(annotations);
-        KeptPod {
+        PodFields {
             annotations_cut,
             name: meta.name.unwrap_or_default(),
             namespace: meta.namespace.unwrap_or_default(),
@@ -162,6 +164,171 @@ impl From<Pod> for KeptPod {
             node_name: spec.node_name.unwrap_or_default(),
             ip: status.pod_ip.filter(|i| !i.is_empty()),
             containers,
+        }
+    }
+}
+
+/// Where a piece of a [`KeptPod`]'s text starts, and its length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Span(u32, u32);
+
+/// A container of a [`KeptPod`]: spans of its text.
+#[derive(Debug, Clone, PartialEq)]
+struct PackedContainer {
+    name: Span,
+    image: Span,
+    ports: Box<[(Span, Option<Span>)]>,
+    id: Option<(Span, Span)>,
+}
+
+/// A Pod as the provider holds it: [`PodFields`] packed, every string in
+/// one buffer. Read it whole with [`KeptPod::unpack`] (when its mappings
+/// are built) or the few fields the provider looks up by themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptPod {
+    text: Box<str>,
+    name: Span,
+    namespace: Span,
+    uid: Span,
+    node_name: Span,
+    ip: Option<Span>,
+    owner: Option<(Span, Span)>,
+    labels: Box<[(Span, Span)]>,
+    annotations: Box<[(Span, Span)]>,
+    annotations_cut: u32,
+    containers: Box<[PackedContainer]>,
+}
+
+/// Builds a [`KeptPod`]'s text.
+#[derive(Default)]
+struct Packer(String);
+
+impl Packer {
+    fn put(&mut self, s: &str) -> Span {
+        let at = self.0.len();
+        self.0.push_str(s);
+        // A Pod's text is far below 4 GiB (annotations are bounded).
+        Span(at as u32, s.len() as u32)
+    }
+
+    fn pairs(&mut self, m: &BTreeMap<String, String>) -> Box<[(Span, Span)]> {
+        m.iter().map(|(k, v)| (self.put(k), self.put(v))).collect()
+    }
+}
+
+impl From<PodFields> for KeptPod {
+    fn from(f: PodFields) -> KeptPod {
+        let mut p = Packer::default();
+        let kept = KeptPod {
+            name: p.put(&f.name),
+            namespace: p.put(&f.namespace),
+            uid: p.put(&f.uid),
+            node_name: p.put(&f.node_name),
+            ip: f.ip.as_deref().map(|i| p.put(i)),
+            owner: f.owner.as_ref().map(|(k, n)| (p.put(k), p.put(n))),
+            labels: p.pairs(&f.labels),
+            annotations: p.pairs(&f.annotations),
+            annotations_cut: u32::try_from(f.annotations_cut).unwrap_or(u32::MAX),
+            containers: f
+                .containers
+                .iter()
+                .map(|c| PackedContainer {
+                    name: p.put(&c.name),
+                    image: p.put(&c.image),
+                    ports: c
+                        .ports
+                        .iter()
+                        .map(|(port, name)| (p.put(port), name.as_deref().map(|n| p.put(n))))
+                        .collect(),
+                    id: c.id.as_ref().map(|(r, i)| (p.put(r), p.put(i))),
+                })
+                .collect(),
+            text: Box::from(""),
+        };
+        KeptPod {
+            text: p.0.into_boxed_str(),
+            ..kept
+        }
+    }
+}
+
+impl From<Pod> for KeptPod {
+    fn from(pod: Pod) -> KeptPod {
+        KeptPod::from(PodFields::from(pod))
+    }
+}
+
+impl KeptPod {
+    fn get(&self, s: Span) -> &str {
+        self.text
+            .get(s.0 as usize..(s.0 + s.1) as usize)
+            .unwrap_or("")
+    }
+
+    fn map(&self, pairs: &[(Span, Span)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (self.get(*k).to_string(), self.get(*v).to_string()))
+            .collect()
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.get(self.name)
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> &str {
+        self.get(self.namespace)
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        self.get(self.uid)
+    }
+
+    /// `spec.nodeName`.
+    pub fn node_name(&self) -> &str {
+        self.get(self.node_name)
+    }
+
+    /// How many annotations did not fit in [`ANNOTATION_BYTES_PER_POD`].
+    pub fn annotations_cut(&self) -> usize {
+        self.annotations_cut as usize
+    }
+
+    /// Every field, readable.
+    pub fn unpack(&self) -> PodFields {
+        PodFields {
+            name: self.name().to_string(),
+            namespace: self.namespace().to_string(),
+            uid: self.uid().to_string(),
+            labels: self.map(&self.labels),
+            annotations: self.map(&self.annotations),
+            annotations_cut: self.annotations_cut(),
+            owner: self
+                .owner
+                .map(|(k, n)| (self.get(k).to_string(), self.get(n).to_string())),
+            node_name: self.node_name().to_string(),
+            ip: self.ip.map(|i| self.get(i).to_string()),
+            containers: self
+                .containers
+                .iter()
+                .map(|c| KeptContainer {
+                    name: self.get(c.name).to_string(),
+                    image: self.get(c.image).to_string(),
+                    ports: c
+                        .ports
+                        .iter()
+                        .map(|(p, n)| {
+                            (self.get(*p).to_string(), n.map(|n| self.get(n).to_string()))
+                        })
+                        .collect(),
+                    id: c
+                        .id
+                        .map(|(r, i)| (self.get(r).to_string(), self.get(i).to_string())),
+                })
+                .collect(),
         }
     }
 }
@@ -211,7 +378,17 @@ mod tests {
                        "conditions": [{"type": "Ready", "status": "True"}]}
         }))
         .unwrap();
-        let k = KeptPod::from(pod);
+        let packed = KeptPod::from(pod);
+        assert_eq!(
+            (
+                packed.name(),
+                packed.namespace(),
+                packed.uid(),
+                packed.node_name()
+            ),
+            ("web-1", "shop", "u", "node-1")
+        );
+        let k = packed.unpack();
         assert_eq!(
             (k.name.as_str(), k.namespace.as_str(), k.uid.as_str()),
             ("web-1", "shop", "u")

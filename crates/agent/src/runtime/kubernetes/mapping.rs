@@ -9,7 +9,7 @@ use leasehold_policy::{Map, Value};
 
 use super::beats_hints::{BeatsHinted, Container, beats_hinted};
 use super::hints::hinted;
-use super::kept::KeptPod;
+use super::kept::PodFields;
 use super::settings::{ProviderSettings, Scope};
 
 /// Labels as Kubernetes keeps them.
@@ -37,7 +37,7 @@ pub struct Related<'a> {
 /// The mappings of `pod`: the pod's (priority 1, id = its uid), then one
 /// per container, init and ephemeral container whose status has an id
 /// (priority 2, id `<uid>.<name>`).
-pub fn pod_mappings(pod: &KeptPod, s: &ProviderSettings, related: Related<'_>) -> Vec<Mapping> {
+pub fn pod_mappings(pod: &PodFields, s: &ProviderSettings, related: Related<'_>) -> Vec<Mapping> {
     if pod.uid.is_empty() {
         return Vec::new();
     }
@@ -447,7 +447,7 @@ mod tests {
     use super::super::hints::annotations;
     use super::*;
 
-    fn pod() -> KeptPod {
+    fn pod() -> PodFields {
         let pod: crate::kubeobj::Pod = serde_json::from_value(serde_json::json!({
             "metadata": {
                 "name": "web-7d9f", "namespace": "shop", "uid": "u-1",
@@ -475,7 +475,7 @@ mod tests {
             }
         }))
         .unwrap();
-        KeptPod::from(pod)
+        PodFields::from(pod)
     }
 
     fn json(v: &Value) -> serde_json::Value {

@@ -27,8 +27,9 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use leasehold_policy::dynamic::{self, Mapping};
-use tokio::sync::{mpsc, watch};
+use leasehold_policy::dynamic::Mapping;
+use leasehold_policy::incremental::MappingSource;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -48,10 +49,18 @@ const LIST_PAGE: u32 = 100;
 /// The `/status` problem of a provider that cannot watch pods.
 pub const PROVIDER_PROBLEM: &str = "kubernetes provider";
 
-/// The running provider: its mappings as they change.
+/// One batch of changed objects (Pods by uid, Nodes and Services by uid):
+/// their mappings are read again from the [`Source`].
+pub type Changes = Vec<String>;
+
+/// The running provider: the objects it sees ([`Source`]) and which of
+/// them changed, one object (a Pod with its containers, a Node, a
+/// Service) at a time.
 pub struct Provider {
-    /// The current mappings, in rendering order.
-    pub mappings: watch::Receiver<Arc<Vec<Mapping>>>,
+    /// Batches of changed objects, in the order they changed.
+    pub changes: mpsc::UnboundedReceiver<Changes>,
+    /// What the provider sees; the mappings are built from it when read.
+    pub source: Source,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -65,11 +74,25 @@ impl Provider {
         node: String,
         board: StatusBoard,
     ) -> Provider {
-        let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+        let (tx, rx) = mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(run(settings, client, node, board, tx, stop.clone()));
+        let node = settings.node.clone().unwrap_or(node);
+        let (changed_tx, changed_rx) = mpsc::unbounded_channel();
+        let related = RelatedStores::start(&settings, &client, &node, changed_tx, &stop);
+        let source = Source::new(settings.clone(), related);
+        let task = tokio::spawn(run(
+            settings,
+            client,
+            node,
+            board,
+            source.clone(),
+            changed_rx,
+            tx,
+            stop.clone(),
+        ));
         Provider {
-            mappings: rx,
+            changes: rx,
+            source,
             stop,
             task,
         }
@@ -82,143 +105,291 @@ impl Provider {
     }
 }
 
-/// The pods known and those waiting out their cleanup timeout.
-#[derive(Default)]
-struct Pods {
-    by_uid: BTreeMap<String, kept::KeptPod>,
-    /// Deleted (or gone from a re-list) pods and when their mappings go.
-    leaving: BTreeMap<String, Instant>,
-    /// Each pod's mappings as last built: a pod event rebuilds only that
-    /// pod's, and the others are published again as shared copies.
-    mapped: HashMap<String, Vec<Mapping>>,
+/// What the provider sees, shared by its watch (which writes) and the
+/// runtime (which reads mappings when it renders): every Pod once, as a
+/// [`kept::KeptPod`]; mappings are built from it when read, never kept.
+#[derive(Clone)]
+pub struct Source {
+    inner: Arc<std::sync::Mutex<Seen>>,
 }
 
-impl Pods {
-    fn upsert(&mut self, pod: Pod) {
-        let pod = kept::KeptPod::from(pod);
-        if !pod.uid.is_empty() {
-            let warned = self
-                .by_uid
-                .get(&pod.uid)
-                .is_some_and(|p| p.annotations_cut > 0);
-            if pod.annotations_cut > 0 && !warned {
-                tracing::warn!(
-                    pod = %format!("{}/{}", pod.namespace, pod.name),
-                    left_out = pod.annotations_cut,
-                    "kubernetes provider: the pod's annotations exceed {} bytes; hints first, the rest past that bound are not published",
-                    kept::ANNOTATION_BYTES_PER_POD
-                );
-            }
-            self.mapped.remove(&pod.uid);
-            self.leaving.remove(&pod.uid);
-            self.by_uid.insert(pod.uid.clone(), pod);
+struct Seen {
+    settings: ProviderSettings,
+    related: RelatedStores,
+    pods: BTreeMap<String, kept::KeptPod>,
+    /// Deleted (or gone from a re-list) pods and when their mappings go.
+    leaving: BTreeMap<String, Instant>,
+    /// Objects changed since the last [`Source::take_changes`].
+    dirty: BTreeSet<String>,
+    /// The Nodes and Services that have mappings of their own, by uid.
+    own: HashMap<String, Own>,
+    /// A hash of the labels (and uid) of each node and namespace, as the
+    /// mappings last read them: a change elsewhere in those objects (a
+    /// node's status) rebuilds nothing.
+    related_seen: HashMap<(bool, String), u64>,
+}
+
+/// A Node or Service with mappings of its own, by name.
+#[derive(Clone, PartialEq)]
+enum Own {
+    Node(String),
+    Service(String, String),
+}
+
+impl Source {
+    /// Sees no object yet; `related` are the nodes, namespaces and services
+    /// the mappings read.
+    pub fn new(settings: ProviderSettings, related: RelatedStores) -> Source {
+        Source {
+            inner: Arc::new(std::sync::Mutex::new(Seen {
+                settings,
+                related,
+                pods: BTreeMap::new(),
+                leaving: BTreeMap::new(),
+                dirty: BTreeSet::new(),
+                own: HashMap::new(),
+                related_seen: HashMap::new(),
+            })),
         }
     }
 
-    fn leave(&mut self, uid: String, at: Instant) {
-        if self.by_uid.contains_key(&uid) {
-            self.leaving.entry(uid).or_insert(at);
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        // A panic while holding it left plain data behind: keep using it.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes in a Pod from the watch.
+    pub fn upsert(&self, pod: Pod) {
+        let pod = kept::KeptPod::from(pod);
+        if pod.uid().is_empty() {
+            return;
         }
+        let mut seen = self.lock();
+        let warned = seen
+            .pods
+            .get(pod.uid())
+            .is_some_and(|p| p.annotations_cut() > 0);
+        if pod.annotations_cut() > 0 && !warned {
+            tracing::warn!(
+                pod = %format!("{}/{}", pod.namespace(), pod.name()),
+                left_out = pod.annotations_cut(),
+                "kubernetes provider: the pod's annotations exceed {} bytes; hints first, the rest past that bound are not published",
+                kept::ANNOTATION_BYTES_PER_POD
+            );
+        }
+        let uid = pod.uid().to_string();
+        seen.leaving.remove(&uid);
+        seen.dirty.insert(uid.clone());
+        seen.pods.insert(uid, pod);
+    }
+
+    /// The Pod's mappings go at `at` (its cleanup timeout).
+    pub fn leave(&self, uid: String, at: Instant) {
+        let mut seen = self.lock();
+        if seen.pods.contains_key(&uid) {
+            seen.leaving.entry(uid).or_insert(at);
+        }
+    }
+
+    /// The uids of the Pods seen.
+    fn pod_uids(&self) -> Vec<String> {
+        self.lock().pods.keys().cloned().collect()
     }
 
     /// Forgets the pods whose cleanup timeout passed; true if any.
-    fn expire(&mut self, now: Instant) -> bool {
-        let due: Vec<String> = self
+    fn expire(&self, now: Instant) -> bool {
+        let mut seen = self.lock();
+        let due: Vec<String> = seen
             .leaving
             .iter()
             .filter(|(_, at)| **at <= now)
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in &due {
-            self.leaving.remove(uid);
-            self.by_uid.remove(uid);
-            self.mapped.remove(uid);
+            seen.leaving.remove(uid);
+            seen.pods.remove(uid);
+            seen.dirty.insert(uid.clone());
         }
         !due.is_empty()
     }
 
     fn next_expiry(&self) -> Option<Instant> {
-        self.leaving.values().min().copied()
+        self.lock().leaving.values().min().copied()
     }
 
-    /// Forgets every pod's built mappings: the labels of nodes or
-    /// namespaces they carry changed.
-    fn related_changed(&mut self) {
-        self.mapped.clear();
-    }
-
-    fn mappings(&mut self, s: &ProviderSettings, related: &RelatedStores) -> Vec<Mapping> {
-        let namespace_of = |name: &str| related.namespaces.as_ref()?.get(&ObjectRef::new(name));
-        let mapped = &mut self.mapped;
-        let mut out: Vec<Mapping> = self
-            .by_uid
-            .iter()
-            .flat_map(|(uid, p)| {
-                if let Some(built) = mapped.get(uid) {
-                    return built.clone();
-                }
-                let node = related
-                    .nodes
-                    .as_ref()
-                    .and_then(|n| n.get(&ObjectRef::new(&p.node_name)));
-                let ns = namespace_of(&p.namespace);
-                let built = mapping::pod_mappings(
-                    p,
-                    s,
-                    mapping::Related {
-                        node_labels: node
-                            .as_ref()
-                            .filter(|_| s.node_metadata)
-                            .and_then(|n| n.metadata.labels.as_ref()),
-                        namespace: ns.as_ref().map(|n| mapping::NamespaceMeta {
-                            uid: n.metadata.uid.as_deref(),
-                            labels: n.metadata.labels.as_ref(),
-                        }),
-                    },
+    /// Nodes, namespaces or services changed: the Pods on a node or in a
+    /// namespace whose labels (or uid) changed are changed, and so is
+    /// every Node's and Service's own mapping.
+    fn related_changed(&self) {
+        let mut seen = self.lock();
+        let mut now: HashMap<(bool, String), u64> = HashMap::new();
+        let mut own: HashMap<String, Own> = HashMap::new();
+        if let Some(nodes) = &seen.related.nodes {
+            for n in nodes.state() {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                now.insert(
+                    (true, name.clone()),
+                    labels_hash(None, n.metadata.labels.as_ref()),
                 );
-                mapped.insert(uid.clone(), built.clone());
-                built
-            })
-            .collect();
-        if s.resources.node
-            && let Some(nodes) = &related.nodes
-        {
-            out.extend(
-                nodes
-                    .state()
-                    .iter()
-                    .filter_map(|n| mapping::node_mapping(n, s)),
-            );
+                if seen.settings.resources.node
+                    && let Some(uid) = n.metadata.uid.clone()
+                {
+                    own.insert(uid, Own::Node(name));
+                }
+            }
         }
-        if let Some(services) = &related.services {
-            out.extend(services.state().iter().filter_map(|svc| {
-                let ns = svc.metadata.namespace.as_deref().and_then(namespace_of);
-                mapping::service_mapping(
-                    svc,
-                    s,
-                    ns.as_ref().map(|n| mapping::NamespaceMeta {
+        if let Some(namespaces) = &seen.related.namespaces {
+            for n in namespaces.state() {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let h = labels_hash(n.metadata.uid.as_deref(), n.metadata.labels.as_ref());
+                now.insert((false, name), h);
+            }
+        }
+        if let Some(services) = &seen.related.services {
+            for svc in services.state() {
+                if let (Some(uid), Some(name)) =
+                    (svc.metadata.uid.clone(), svc.metadata.name.clone())
+                {
+                    let ns = svc.metadata.namespace.clone().unwrap_or_default();
+                    own.insert(uid, Own::Service(ns, name));
+                }
+            }
+        }
+        let mut changed: BTreeSet<(bool, String)> = BTreeSet::new();
+        for (k, h) in &now {
+            if seen.related_seen.get(k) != Some(h) {
+                changed.insert(k.clone());
+            }
+        }
+        for k in seen.related_seen.keys() {
+            if !now.contains_key(k) {
+                changed.insert(k.clone());
+            }
+        }
+        seen.related_seen = now;
+        // Every Node's and Service's own mapping is read again (the
+        // rendering skips those that did not change), and those gone go.
+        let mut dirty: Vec<String> = own.keys().cloned().collect();
+        dirty.extend(seen.own.keys().filter(|k| !own.contains_key(*k)).cloned());
+        seen.own = own;
+        if !changed.is_empty() {
+            for (uid, p) in &seen.pods {
+                if changed.contains(&(true, p.node_name().to_string()))
+                    || changed.contains(&(false, p.namespace().to_string()))
+                {
+                    dirty.push(uid.clone());
+                }
+            }
+        }
+        seen.dirty.extend(dirty);
+    }
+
+    /// The objects changed since the last call.
+    pub fn take_changes(&self) -> Changes {
+        std::mem::take(&mut self.lock().dirty).into_iter().collect()
+    }
+}
+
+impl MappingSource for Source {
+    fn objects(&self) -> Vec<String> {
+        let seen = self.lock();
+        seen.pods.keys().chain(seen.own.keys()).cloned().collect()
+    }
+
+    fn mappings_of(&self, object: &str) -> Vec<Mapping> {
+        let seen = self.lock();
+        let s = &seen.settings;
+        let related = &seen.related;
+        let namespace_of = |name: &str| related.namespaces.as_ref()?.get(&ObjectRef::new(name));
+        if let Some(kept) = seen.pods.get(object) {
+            let p = kept.unpack();
+            let node = related
+                .nodes
+                .as_ref()
+                .and_then(|n| n.get(&ObjectRef::new(&p.node_name)));
+            let ns = namespace_of(&p.namespace);
+            return mapping::pod_mappings(
+                &p,
+                s,
+                mapping::Related {
+                    node_labels: node
+                        .as_ref()
+                        .filter(|_| s.node_metadata)
+                        .and_then(|n| n.metadata.labels.as_ref()),
+                    namespace: ns.as_ref().map(|n| mapping::NamespaceMeta {
                         uid: n.metadata.uid.as_deref(),
                         labels: n.metadata.labels.as_ref(),
                     }),
-                )
-            }));
+                },
+            );
         }
-        dynamic::sort(&mut out);
-        out
+        match seen.own.get(object) {
+            Some(Own::Node(name)) => related
+                .nodes
+                .as_ref()
+                .and_then(|n| n.get(&ObjectRef::new(name)))
+                .and_then(|n| mapping::node_mapping(&n, s))
+                .into_iter()
+                .collect(),
+            Some(Own::Service(namespace, name)) => related
+                .services
+                .as_ref()
+                .and_then(|st| st.get(&ObjectRef::new(name).within(namespace)))
+                .and_then(|svc| {
+                    let ns = namespace_of(namespace);
+                    mapping::service_mapping(
+                        &svc,
+                        s,
+                        ns.as_ref().map(|n| mapping::NamespaceMeta {
+                            uid: n.metadata.uid.as_deref(),
+                            labels: n.metadata.labels.as_ref(),
+                        }),
+                    )
+                })
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
+        }
     }
+}
+
+/// A hash of an object's uid and labels.
+fn labels_hash(uid: Option<&str>, labels: Option<&BTreeMap<String, String>>) -> u64 {
+    let mut h = leasehold_policy::fnv::Fnv64::new();
+    h.write(uid.unwrap_or("").as_bytes());
+    for (k, v) in labels.into_iter().flatten() {
+        h.write(&[0]);
+        h.write(k.as_bytes());
+        h.write(&[1]);
+        h.write(v.as_bytes());
+    }
+    h.finish()
 }
 
 /// The nodes, namespaces and services the mappings read: nodes for their
 /// labels (`add_resource_metadata.node`) and their own mappings
 /// (`resources.node`), namespaces for their labels, services for theirs
 /// (`resources.service`); each `None` when nothing asks for it.
-struct RelatedStores {
+#[derive(Clone)]
+pub struct RelatedStores {
     nodes: Option<Store<Node>>,
     namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
     services: Option<Store<Service>>,
 }
 
 impl RelatedStores {
+    /// No related objects: mappings without node or namespace labels, and
+    /// no Node or Service mappings.
+    pub fn none() -> RelatedStores {
+        RelatedStores {
+            nodes: None,
+            namespaces: None,
+            services: None,
+        }
+    }
+
     /// Starts the watches the settings ask for; `changed` hears of every
     /// change, so the mappings are published again.
     fn start(
@@ -315,17 +486,18 @@ where
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     s: ProviderSettings,
     client: kube::Client,
     node: String,
     board: StatusBoard,
-    tx: watch::Sender<Arc<Vec<Mapping>>>,
+    pods: Source,
+    mut changed: mpsc::UnboundedReceiver<()>,
+    tx: mpsc::UnboundedSender<Changes>,
     stop: CancellationToken,
 ) {
-    let node = s.node.clone().unwrap_or(node);
-    let (changed_tx, mut changed) = mpsc::unbounded_channel();
-    let related = RelatedStores::start(&s, &client, &node, changed_tx, &stop);
+    let related = pods.lock().related.clone();
     // The first mappings carry the labels when the watches can tell them
     // soon (else inputs would start once without, then again with them);
     // a watch refused (RBAC) does not hold the provider up for long.
@@ -369,21 +541,22 @@ async fn run(
         futures_util::stream::pending().boxed()
     };
     futures_util::pin_mut!(stream);
-    let mut pods = Pods::default();
     // The uids of a re-list in progress.
     let mut relisting: Option<BTreeSet<String>> = None;
     let mut failing = false;
-    let publish = |pods: &mut Pods| {
-        let next = pods.mappings(&s, &related);
-        tx.send_if_modified(|cur| {
-            if **cur == next {
-                false
-            } else {
-                *cur = Arc::new(next);
-                true
-            }
-        });
+    // Nothing is published before the first list is complete.
+    let mut listed = !s.resources.pod;
+    let publish = |pods: &Source, listed: bool| {
+        if !listed {
+            return;
+        }
+        let changes = pods.take_changes();
+        if !changes.is_empty() {
+            let _ = tx.send(changes);
+        }
     };
+    pods.related_changed();
+    publish(&pods, listed);
     loop {
         let expiry = pods.next_expiry();
         let event = tokio::select! {
@@ -391,15 +564,15 @@ async fn run(
             () = stop.cancelled() => return,
             () = sleep_until(expiry) => {
                 if pods.expire(Instant::now()) {
-                    publish(&mut pods);
+                    publish(&pods, listed);
                 }
                 continue;
             }
             Some(()) = changed.recv() => {
-                // A node's or namespace's labels changed: once for a burst.
+                // A node, namespace or service changed: once for a burst.
                 while changed.try_recv().is_ok() {}
                 pods.related_changed();
-                publish(&mut pods);
+                publish(&pods, listed);
                 continue;
             }
             ev = stream.next() => ev,
@@ -444,27 +617,27 @@ async fn run(
                 if let Some(seen) = relisting.take() {
                     let at = Instant::now() + s.cleanup_timeout;
                     let gone: Vec<String> = pods
-                        .by_uid
-                        .keys()
-                        .filter(|u| !seen.contains(*u))
-                        .cloned()
+                        .pod_uids()
+                        .into_iter()
+                        .filter(|u| !seen.contains(u))
                         .collect();
                     for uid in gone {
                         pods.leave(uid, at);
                     }
                 }
-                publish(&mut pods);
+                listed = true;
+                publish(&pods, listed);
             }
             Event::Apply(pod) => {
                 pods.upsert(pod);
-                publish(&mut pods);
+                publish(&pods, listed);
             }
             Event::Delete(pod) => {
                 if let Some(uid) = pod.metadata.uid.clone() {
                     // The last state (final container ids) is what stays.
                     pods.upsert(pod);
                     pods.leave(uid, Instant::now() + s.cleanup_timeout);
-                    publish(&mut pods);
+                    publish(&pods, listed);
                 }
             }
         }

@@ -473,7 +473,6 @@ mod tests {
             OutputMetrics::new(),
         )
         .unwrap();
-        let mut registry = prometheus_client::registry::Registry::default();
         let sink = EventSink::new(
             "x",
             "exec",
@@ -492,7 +491,7 @@ mod tests {
             }),
             tokio_util::sync::CancellationToken::new(),
             outputs.sender("default").unwrap(),
-            crate::monitor::metrics::AgentMetrics::register(&mut registry),
+            crate::pipeline::publisher::InputCounters::default(),
         );
         (outputs, sink)
     }

@@ -77,16 +77,24 @@ pub struct InputContext {
     pub redactor: crate::redact::Redactor,
 }
 
+/// Where inputs' health is shown (`/status`).
+pub trait HealthBoard: Send + Sync {
+    /// Input `id`'s work fails with `error`.
+    fn input_failing(&self, id: &str, error: &str);
+    /// Input `id`'s work succeeds again.
+    fn input_recovered(&self, id: &str);
+}
+
 /// How a running input reports that its work fails (a scrape refused
 /// every period) and recovers, so `/status` does not show it healthy.
 #[derive(Clone, Default)]
 pub struct InputHealth {
-    board: Option<(crate::monitor::status::StatusBoard, Arc<str>)>,
+    board: Option<(Arc<dyn HealthBoard>, Arc<str>)>,
 }
 
 impl InputHealth {
     /// Reports input `id` on `board`.
-    pub fn new(board: crate::monitor::status::StatusBoard, id: &str) -> InputHealth {
+    pub fn new(board: Arc<dyn HealthBoard>, id: &str) -> InputHealth {
         InputHealth {
             board: Some((board, id.into())),
         }

@@ -6,7 +6,6 @@
 //! both fetched in one period during a handover therefore write documents
 //! with the same timestamps and ids, and a sink drops the repeats.
 
-use leasehold_policy::fnv::Fnv64;
 use std::time::Duration;
 
 /// The first multiple of `period` (since the Unix epoch, in microseconds)
@@ -29,30 +28,7 @@ pub async fn sleep_until_wall(at_us: i64) {
     }
 }
 
-/// A deterministic document id: 128 bits (two FNV-1a 64-bit hashes with
-/// different offsets) of the parts, each length-prefixed, in hex.
-pub fn document_id(parts: &[&str]) -> String {
-    let mut a = Fnv64::new();
-    let mut b = Fnv64::with_offset(0x8422_2325_cbf2_9ce4);
-    let mut feed = |bytes: &[u8]| {
-        a.write(bytes);
-        for &x in bytes {
-            b.write_byte(x.rotate_left(3));
-        }
-    };
-    for p in parts {
-        feed(&(p.len() as u64).to_le_bytes());
-        feed(p.as_bytes());
-    }
-    format!("{:016x}{:016x}", a.finish(), b.finish())
-}
-
-/// RFC 3339 (UTC, microseconds) of a wall-clock time in microseconds.
-pub fn rfc3339_us(us: i64) -> String {
-    jiff::Timestamp::from_microsecond(us)
-        .map(crate::pipeline::event::format_timestamp)
-        .unwrap_or_else(|_| crate::pipeline::event::timestamp_now())
-}
+pub use crate::pipeline::event::{document_id, rfc3339_us};
 
 #[cfg(test)]
 mod tests {

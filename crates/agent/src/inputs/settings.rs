@@ -123,27 +123,9 @@ pub const COMMON_KEYS: [&str; 12] = [
     "provider_processors",
 ];
 
-/// `data_stream.{type,dataset,namespace}`: where the input's events go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataStream {
-    /// `logs` by default.
-    pub kind: String,
-    /// `generic` by default.
-    pub dataset: String,
-    /// `default` by default.
-    pub namespace: String,
-}
+pub use crate::pipeline::routing::DataStream;
 
-impl Default for DataStream {
-    fn default() -> Self {
-        DataStream {
-            kind: "logs".into(),
-            dataset: "generic".into(),
-            namespace: "default".into(),
-        }
-    }
-}
-
+/// Reading `data_stream` from an input's settings.
 impl DataStream {
     /// Reads `data_stream: {…}` and the dotted `data_stream.type`,
     /// `data_stream.dataset`, `data_stream.namespace` keys of `map` (as

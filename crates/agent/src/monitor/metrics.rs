@@ -170,6 +170,14 @@ impl AgentMetrics {
             .clone()
     }
 
+    /// The counters of `input`'s events, for its publisher.
+    pub fn input_counters(&self, input: &str) -> crate::pipeline::publisher::InputCounters {
+        crate::pipeline::publisher::InputCounters {
+            refused: self.input_refused_counter(input),
+            tally: self.input_tally(input),
+        }
+    }
+
     /// The counters of how `input`'s events end, for its events'
     /// acknowledgements.
     pub fn input_tally(&self, input: &str) -> Tally {

@@ -172,13 +172,7 @@ pub struct PolicyStatus {
 /// time the document is served.
 pub type OutputSource = Arc<dyn Fn() -> Vec<OutputStatus> + Send + Sync>;
 
-/// The current time, RFC 3339 in UTC, whole seconds.
-pub fn now_rfc3339() -> String {
-    let now = jiff::Timestamp::now();
-    jiff::Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
-        .to_string()
-}
+pub use crate::pipeline::event::now_rfc3339;
 
 #[derive(Debug)]
 struct Readiness {
@@ -467,6 +461,16 @@ impl StatusBoard {
             clean(&mut p.error);
         }
         doc
+    }
+}
+
+impl crate::inputs::HealthBoard for StatusBoard {
+    fn input_failing(&self, id: &str, error: &str) {
+        StatusBoard::input_failing(self, id, error);
+    }
+
+    fn input_recovered(&self, id: &str) {
+        StatusBoard::input_recovered(self, id);
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use crate::monitor::status::now_rfc3339;
+use crate::pipeline::event::now_rfc3339;
 
 /// One output's delivery health as `/status` shows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

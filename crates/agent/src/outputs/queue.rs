@@ -1279,7 +1279,7 @@ mod tests {
                 term,
                 CancellationToken::new(),
                 outputs.sender("default").unwrap(),
-                metrics.clone(),
+                metrics.input_counters("in"),
             )
         };
         let local = sink(None);

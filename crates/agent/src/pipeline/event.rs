@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use leasehold_policy::fnv::Fnv64;
 use serde_json::{Map, Value};
 
 use tokio_util::sync::CancellationToken;
@@ -239,6 +240,14 @@ impl Event {
     }
 }
 
+/// The current time, RFC 3339 in UTC, whole seconds.
+pub fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
+}
+
 /// `@timestamp` of an event produced now: RFC 3339, UTC, microseconds.
 pub fn timestamp_now() -> String {
     format_timestamp(jiff::Timestamp::now())
@@ -275,6 +284,31 @@ fn push_digits(s: &mut String, v: i64, width: usize) {
         v /= 10;
     }
     s.push_str(std::str::from_utf8(&buf[..width]).unwrap_or("0"));
+}
+
+/// A deterministic document id: 128 bits (two FNV-1a 64-bit hashes with
+/// different offsets) of the parts, each length-prefixed, in hex.
+pub fn document_id(parts: &[&str]) -> String {
+    let mut a = Fnv64::new();
+    let mut b = Fnv64::with_offset(0x8422_2325_cbf2_9ce4);
+    let mut feed = |bytes: &[u8]| {
+        a.write(bytes);
+        for &x in bytes {
+            b.write_byte(x.rotate_left(3));
+        }
+    };
+    for p in parts {
+        feed(&(p.len() as u64).to_le_bytes());
+        feed(p.as_bytes());
+    }
+    format!("{:016x}{:016x}", a.finish(), b.finish())
+}
+
+/// RFC 3339 (UTC, microseconds) of a wall-clock time in microseconds.
+pub fn rfc3339_us(us: i64) -> String {
+    jiff::Timestamp::from_microsecond(us)
+        .map(format_timestamp)
+        .unwrap_or_else(|_| timestamp_now())
 }
 
 #[cfg(test)]

@@ -13,3 +13,4 @@ pub mod ack;
 pub mod event;
 pub mod processing;
 pub mod publisher;
+pub mod routing;

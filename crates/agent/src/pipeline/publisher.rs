@@ -10,12 +10,11 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::inputs::DataStream;
-use crate::monitor::metrics::AgentMetrics;
 use crate::outputs::EventSender;
 use crate::pipeline::ack::{Ack, Tally};
 use crate::pipeline::event::{Carried, Event, Meta, TermFence, data_stream_index, timestamp_now};
 use crate::pipeline::processing::{Chain, InputProcessors};
+use crate::pipeline::routing::DataStream;
 
 /// The agent's own fields on every event.
 #[derive(Debug, Clone)]
@@ -199,6 +198,16 @@ fn merged_fields<'a>(fields: &[u8], added: &'a [AddedField]) -> Option<(Vec<u8>,
     Some((out, merged))
 }
 
+/// The counters of one input's events: refused after its term ended, and
+/// how the others ended (the monitoring layer registers them).
+#[derive(Debug, Clone, Default)]
+pub struct InputCounters {
+    /// Events refused because the input's term had ended.
+    pub refused: Counter,
+    /// Events queued and how they ended.
+    pub tally: Tally,
+}
+
 /// An input's handle for producing events.
 #[derive(Clone)]
 pub struct EventSink {
@@ -241,7 +250,7 @@ impl EventSink {
         term: Option<TermStamp>,
         abandon: CancellationToken,
         sender: EventSender,
-        metrics: AgentMetrics,
+        counters: InputCounters,
     ) -> Self {
         let mut common = Vec::new();
         let mut field = |key: &str, value: Value| {
@@ -264,7 +273,6 @@ impl EventSink {
             "\"data_stream\":{}",
             json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
         );
-        let refused = metrics.input_refused_counter(input_id);
         let fence = term
             .as_ref()
             .map(|t| TermFence::new(t.token.clone(), t.tracker.clone()));
@@ -279,8 +287,8 @@ impl EventSink {
             id_node,
             abandon,
             sender: sender.for_input(input_id),
-            refused,
-            tally: Arc::new(metrics.input_tally(input_id)),
+            refused: counters.refused,
+            tally: Arc::new(counters.tally),
             added: None,
             processors: None,
         }
@@ -342,12 +350,12 @@ impl EventSink {
         let payload = self.with_added(payload);
         let mut line = Vec::with_capacity(256 + payload.len() * 48);
         line.extend_from_slice(b"{\"@timestamp\":\"");
-        line.extend_from_slice(crate::inputs::schedule::rfc3339_us(at_us).as_bytes());
+        line.extend_from_slice(crate::pipeline::event::rfc3339_us(at_us).as_bytes());
         line.push(b'"');
         let metadata_from = line.len();
         line.extend_from_slice(b",\"@metadata\":{\"_id\":");
         let id: Box<str> = match &self.id_node {
-            Some(node) => crate::inputs::schedule::document_id(&[id, node]).into(),
+            Some(node) => crate::pipeline::event::document_id(&[id, node]).into(),
             None => id.into(),
         };
         let _ = serde_json::to_writer(&mut line, &id);
@@ -430,7 +438,7 @@ impl EventSink {
                     48 + fields.len() + self.common.len() + self.data_stream.len(),
                 );
                 line.extend_from_slice(b"{\"@timestamp\":\"");
-                line.extend_from_slice(crate::inputs::schedule::rfc3339_us(us).as_bytes());
+                line.extend_from_slice(crate::pipeline::event::rfc3339_us(us).as_bytes());
                 line.push(b'"');
                 line
             }
@@ -647,7 +655,6 @@ mod tests {
 
     /// A sink of input `in` (of `kind`) on agent `agent-a`, under `term`.
     fn sink_of(outputs: &Outputs, kind: &str, term: Option<TermStamp>) -> EventSink {
-        let mut registry = prometheus_client::registry::Registry::default();
         EventSink::new(
             "in",
             kind,
@@ -661,7 +668,7 @@ mod tests {
             term,
             CancellationToken::new(),
             outputs.sender("default").unwrap(),
-            AgentMetrics::register(&mut registry),
+            InputCounters::default(),
         )
     }
 

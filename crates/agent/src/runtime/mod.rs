@@ -14,6 +14,7 @@ pub mod config;
 mod elastic_defaults;
 pub mod elections;
 pub mod kubernetes;
+pub mod policy_check;
 pub mod policy_files;
 pub mod providers;
 mod reconcile;
@@ -163,7 +164,7 @@ pub fn load(files: &PolicyFiles, statics: &Statics) -> Result<Loaded, Vec<String
         tracing::warn!("{}", redactor.redact(&w));
     }
     redactor.add_value("", &policy.root.to_value());
-    let diags: Vec<_> = crate::cli::check::diagnostics(&policy, None)
+    let diags: Vec<_> = policy_check::diagnostics(&policy, None)
         .into_iter()
         .map(|d| policy.relocate_diagnostic(d))
         .collect();
@@ -896,7 +897,7 @@ impl Agent {
             stamp,
             abandon.clone(),
             sender,
-            self.metrics.clone(),
+            self.metrics.input_counters(&instance.id),
         );
         let sink = match fields {
             Some(f) => sink.with_fields(f),

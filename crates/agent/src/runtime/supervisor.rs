@@ -80,7 +80,7 @@ pub async fn supervise(s: Supervised) {
             stop_grace: s.stop_grace,
             cluster: s.cluster.clone(),
             registries: Arc::clone(&s.registries),
-            health: crate::inputs::InputHealth::new(s.board.clone(), &s.id),
+            health: crate::inputs::InputHealth::new(Arc::new(s.board.clone()), &s.id),
             redactor: s.redactor.clone(),
         };
         let input = Arc::clone(&s.spec.input);

@@ -29,7 +29,7 @@ use serde_json::{Value as Json, json};
 
 use super::schedule::{document_id, now_us};
 use super::settings::{Problem, unknown_keys};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::pipeline::ack::{Ack, AckTarget, InOrder};
 use crate::pipeline::publisher::EventSink;
 

@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::settings::{self, Problem, unknown_keys, unresolved};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::pipeline::publisher::{EventSink, Refused};
 
 /// Longest stdout line turned into one event, in bytes.
@@ -482,7 +482,7 @@ mod tests {
                 version: "v".into(),
                 node: "node".into(),
             },
-            &crate::inputs::DataStream::default(),
+            &crate::pipeline::routing::DataStream::default(),
             term.map(|token| crate::pipeline::publisher::TermStamp {
                 lease: "l".into(),
                 term: 7,

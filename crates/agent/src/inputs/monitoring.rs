@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::scrape::duration;
 use super::settings::{Problem, unknown_keys};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
 use crate::logtap::{self, Record};
 

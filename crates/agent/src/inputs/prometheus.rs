@@ -17,7 +17,7 @@ use serde_json::{Value as Json, json};
 use super::http::HttpSettings;
 use super::scrape::{self, Body, Doc, Metricset, Stream};
 use super::settings::{DataStream, Problem, expand_dotted, unknown_keys_lenient, unresolved};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 
 /// Keys of a `prometheus/metrics` stream (or of the input itself when it
 /// has no `streams`).

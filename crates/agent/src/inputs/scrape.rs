@@ -13,10 +13,10 @@ use leasehold_prometheus_text::{Family, NameFilter, format_of, parse_lenient_kee
 use regex::Regex;
 use serde_json::Value as Json;
 
-use super::InputContext;
 use super::http::{Fetcher, HttpSettings};
 use super::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
 use super::settings::{DataStream, Problem, optional_strings, unresolved};
+use crate::inputs::contract::InputContext;
 use crate::pipeline::publisher::EventSink;
 
 /// `Accept` of a scrape: OpenMetrics first, the text format as fallback.
@@ -343,7 +343,7 @@ fn share_fetches(
 /// failing in `/status` while any does.
 #[derive(Clone)]
 struct FailingTargets {
-    health: crate::inputs::InputHealth,
+    health: crate::inputs::contract::InputHealth,
     now: Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>,
 }
 

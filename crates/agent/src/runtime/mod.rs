@@ -9,6 +9,7 @@
 
 mod balance;
 mod balancers;
+mod books;
 mod candidacy;
 pub mod config;
 mod elastic_defaults;
@@ -346,7 +347,7 @@ pub struct Agent {
     /// The `kubernetes` provider, when the policy configures it.
     provider: Option<(kubernetes::settings::ProviderSettings, kubernetes::Provider)>,
     /// The rendering, the provider's mappings and who owns which registry.
-    books: reconciler::Books,
+    books: books::Books,
     /// What spreads the shards of sharded elections.
     balancers: balancers::Balancers,
 }
@@ -406,7 +407,7 @@ impl Agent {
         }));
         let agent = Agent {
             provider: None,
-            books: reconciler::Books::default(),
+            books: books::Books::default(),
             pending_outputs: None,
             registries,
             registry_flush,

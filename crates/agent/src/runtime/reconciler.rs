@@ -8,20 +8,19 @@
 //! that do not build, an unknown output, a registry owned by another
 //! input) and who owns each registry.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use leasehold_policy::incremental::{
     Changes as RenderChanges, HeldMappings, Incremental, MappingSource,
 };
 use leasehold_policy::render::stable_hash;
-use leasehold_policy::{Dropped, PolicyError, Rendered, RenderedInput, ShardedElection, Vars};
+use leasehold_policy::{PolicyError, Rendered, RenderedInput, ShardedElection, Vars};
 
 use super::kubernetes::{self, Changes as ProviderChanges};
 use super::reconcile::{self, Action, Binding, Instance};
 use super::{Agent, Desired, StopHow, elections, state_claims};
 use crate::inputs;
 use crate::monitor::status::DroppedInput;
-use crate::redact::Redactor;
 
 impl Agent {
     /// Makes the running inputs equal to what the policy renders to now,
@@ -374,57 +373,5 @@ impl Agent {
             .collect();
         all.extend(self.books.refused.values().cloned());
         self.board.set_dropped(all);
-    }
-}
-
-/// What the reconciler keeps from one reconcile to the next.
-#[derive(Default)]
-pub(super) struct Books {
-    /// The rendering kept by change; `None` without the provider, or
-    /// when the last full rendering failed.
-    pub(super) renders: Option<Incremental>,
-    /// The owner of each registry.
-    claims: HashMap<String, String>,
-    /// The registries each input owns.
-    owned: HashMap<String, Vec<String>>,
-    /// Inputs the rendering kept that do not run, and why.
-    refused: BTreeMap<String, DroppedInput>,
-    /// Inputs the rendering dropped.
-    render_dropped: Vec<Dropped>,
-    /// The policy's secrets and those of the rendered settings.
-    redactor: Redactor,
-}
-
-impl Books {
-    /// Makes `id` the owner of `keys`.
-    fn claim(&mut self, id: &str, keys: Vec<String>) {
-        for k in &keys {
-            self.claims.insert(k.clone(), id.to_string());
-        }
-        if !keys.is_empty() {
-            self.owned.insert(id.to_string(), keys);
-        }
-    }
-
-    /// `id` owns no registry any more; true if it owned one.
-    fn release(&mut self, id: &str) -> bool {
-        let Some(keys) = self.owned.remove(id) else {
-            return false;
-        };
-        for k in keys {
-            if self.claims.get(&k).is_some_and(|o| o == id) {
-                self.claims.remove(&k);
-            }
-        }
-        true
-    }
-
-    /// Who owns what: exactly the registries of `desired`.
-    fn claim_all(&mut self, desired: &[Desired]) {
-        self.claims.clear();
-        self.owned.clear();
-        for (i, s, _) in desired {
-            self.claim(&i.id, s.input.state_keys());
-        }
     }
 }

@@ -32,7 +32,7 @@ use self::registry::{Cursor, StreamRegistry};
 use self::scanner::Found;
 use self::settings::StreamSettings;
 use super::settings::{DataStream, Problem};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::pipeline::publisher::EventSink;
 
 /// A `filestream` input: one or more streams.
@@ -297,14 +297,14 @@ mod tests {
         settings::read_stream(
             &m,
             "audit".into(),
-            &crate::inputs::DataStream::default(),
+            &crate::pipeline::routing::DataStream::default(),
             &mut Vec::new(),
         )
     }
 
     #[test]
     fn a_stream_matching_no_file_says_so_once_after_two_scans_and_again_after_it_recovered() {
-        let (s, health) = (stream(), crate::inputs::InputHealth::default());
+        let (s, health) = (stream(), crate::inputs::contract::InputHealth::default());
         let mut n = NoFiles::default();
         n.scanned(&s, 0, &health);
         assert!(!n.said, "one empty scan: a file may be on its way");

@@ -21,7 +21,7 @@ use leasehold_policy::Map;
 use super::prometheus::{STREAM_KEYS, StreamSchema, read_streams};
 use super::scrape::{self, Metricset, Stream};
 use super::settings::{DataStream, Problem, unknown_keys_lenient};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::inputs::events::NamespaceShard;
 
 /// A `kubernetes/metrics` input.

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::scrape::duration;
 use super::settings::{DataStream, Problem, unknown_keys_lenient, unresolved};
-use super::{Input, InputContext};
+use crate::inputs::contract::{Input, InputContext};
 use crate::inputs::schedule::{document_id, next_aligned, now_us, sleep_until_wall};
 pub(crate) use metricsets::ticks_per_second;
 pub use metricsets::{Host, METRICSETS, Options, Previous};

@@ -490,7 +490,7 @@ mod tests {
                 tracker: tokio_util::task::TaskTracker::new(),
             }),
             tokio_util::sync::CancellationToken::new(),
-            outputs.sender("default").unwrap(),
+            std::sync::Arc::new(outputs.sender("default").unwrap().for_input("x")),
             crate::pipeline::publisher::InputCounters::default(),
         );
         (outputs, sink)

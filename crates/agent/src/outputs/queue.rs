@@ -1278,7 +1278,7 @@ mod tests {
                 &stream,
                 term,
                 CancellationToken::new(),
-                outputs.sender("default").unwrap(),
+                Arc::new(outputs.sender("default").unwrap().for_input("in")),
                 metrics.input_counters("in"),
             )
         };

@@ -17,17 +17,13 @@ use super::settings::{MemoryLimits, OutputKind, OutputSettings, shared_disk_path
 use super::{OutputHealth, OutputMetrics, console, disk, elasticsearch, file, otlp};
 use crate::pipeline::event::{Carried, Event};
 
-/// The error of [`EventSender::send`] once its output has shut down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Closed;
+pub use crate::pipeline::queue::Closed;
 
-impl fmt::Display for Closed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the output has shut down")
+impl crate::pipeline::queue::EventQueue for EventSender {
+    fn send(&self, ev: Event) -> futures_util::future::BoxFuture<'_, Result<(), Closed>> {
+        Box::pin(EventSender::send(self, ev))
     }
 }
-
-impl std::error::Error for Closed {}
 
 /// Hands events to one output's queue. Clones share the queue.
 #[derive(Clone)]

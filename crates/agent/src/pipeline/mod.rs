@@ -13,4 +13,5 @@ pub mod ack;
 pub mod event;
 pub mod processing;
 pub mod publisher;
+pub mod queue;
 pub mod routing;

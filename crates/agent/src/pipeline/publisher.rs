@@ -10,10 +10,10 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::outputs::EventSender;
 use crate::pipeline::ack::{Ack, Tally};
 use crate::pipeline::event::{Carried, Event, Meta, TermFence, data_stream_index, timestamp_now};
 use crate::pipeline::processing::{Chain, InputProcessors};
+use crate::pipeline::queue::EventQueue;
 use crate::pipeline::routing::DataStream;
 
 /// The agent's own fields on every event.
@@ -226,7 +226,7 @@ pub struct EventSink {
     /// same id wherever it runs.
     id_node: Option<Arc<str>>,
     abandon: CancellationToken,
-    sender: EventSender,
+    sender: Arc<dyn EventQueue>,
     refused: Counter,
     /// This input's events queued and how they ended, counted by their
     /// acknowledgements.
@@ -249,7 +249,7 @@ impl EventSink {
         data_stream: &DataStream,
         term: Option<TermStamp>,
         abandon: CancellationToken,
-        sender: EventSender,
+        sender: Arc<dyn EventQueue>,
         counters: InputCounters,
     ) -> Self {
         let mut common = Vec::new();
@@ -286,7 +286,7 @@ impl EventSink {
             fence,
             id_node,
             abandon,
-            sender: sender.for_input(input_id),
+            sender,
             refused: counters.refused,
             tally: Arc::new(counters.tally),
             added: None,
@@ -667,7 +667,7 @@ mod tests {
             &DataStream::default(),
             term,
             CancellationToken::new(),
-            outputs.sender("default").unwrap(),
+            Arc::new(outputs.sender("default").unwrap().for_input("in")),
             InputCounters::default(),
         )
     }

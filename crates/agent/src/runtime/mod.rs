@@ -897,7 +897,7 @@ impl Agent {
             &spec.data_stream,
             stamp,
             abandon.clone(),
-            sender,
+            Arc::new(sender.for_input(&instance.id)),
             self.metrics.input_counters(&instance.id),
         );
         let sink = match fields {

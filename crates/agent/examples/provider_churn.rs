@@ -31,15 +31,16 @@ use leasehold_policy::incremental::Incremental;
 use leasehold_policy::render::stable_hash;
 use leasehold_policy::{Policy, RenderedInput, Value, Vars};
 
-/// Node scope: Elastic's container-log input (one per container of the
-/// node) and a scrape of every Pod labelled `app: redis`.
-const NODE_POLICY: &str = r#"
-providers:
-  kubernetes:
-    scope: node
-    node: node-00000
-    add_resource_metadata: {node: {enabled: false}, namespace: {enabled: false}}
-inputs:
+/// The provider's settings in `scope`, without the nodes' and namespaces'
+/// labels (no API server here to read them from).
+fn provider(scope: &str) -> String {
+    format!(
+        "providers:\n  kubernetes:\n    scope: {scope}\n    node: node-00000\n    add_resource_metadata: {{node: {{enabled: false}}, namespace: {{enabled: false}}}}\noutputs:\n  default: {{type: console}}\n"
+    )
+}
+
+/// Elastic's container-log input: one per container.
+const CONTAINER_LOGS: &str = r#"
   - id: container-log-${kubernetes.pod.name}-${kubernetes.container.id}
     type: filestream
     streams:
@@ -48,26 +49,10 @@ inputs:
         prospector.scanner.symlinks: true
         parsers: [{container: {stream: all, format: auto}}]
         paths: ['/var/log/containers/*${kubernetes.container.id}.log']
-  - id: redis-${kubernetes.pod.name}
-    type: prometheus/metrics
-    condition: ${kubernetes.labels.app} == 'redis'
-    streams:
-      - metricsets: [collector]
-        hosts: ['${kubernetes.pod.ip}:9121']
-        period: 10s
-outputs:
-  default: {type: console}
 "#;
 
-/// Cluster scope (a leader's view): the scrape of every `app: redis` Pod of
-/// the cluster.
-const CLUSTER_POLICY: &str = r#"
-providers:
-  kubernetes:
-    scope: cluster
-    node: node-00000
-    add_resource_metadata: {node: {enabled: false}, namespace: {enabled: false}}
-inputs:
+/// A scrape of every Pod labelled `app: redis`.
+const REDIS_SCRAPE: &str = r#"
   - id: redis-${kubernetes.pod.name}
     type: prometheus/metrics
     condition: ${kubernetes.labels.app} == 'redis'
@@ -75,9 +60,18 @@ inputs:
       - metricsets: [collector]
         hosts: ['${kubernetes.pod.ip}:9121']
         period: 10s
-outputs:
-  default: {type: console}
 "#;
+
+/// Node scope: the container logs and the redis scrape of the node's Pods.
+/// Cluster scope (a leader's view): the redis scrape of every Pod.
+fn policy_text(scope: &str) -> String {
+    let inputs = if scope == "node" {
+        format!("{CONTAINER_LOGS}{REDIS_SCRAPE}")
+    } else {
+        REDIS_SCRAPE.to_string()
+    };
+    format!("{}inputs:{inputs}", provider(scope))
+}
 
 struct Args {
     scope: String,
@@ -298,12 +292,8 @@ impl ByChange {
 fn main() -> Result<()> {
     leasehold::allocator::tune();
     let a = args()?;
-    let text = if a.scope == "node" {
-        NODE_POLICY
-    } else {
-        CLUSTER_POLICY
-    };
-    let policy = Policy::parse(text, "bench.yml").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = policy_text(&a.scope);
+    let policy = Policy::parse(&text, "bench.yml").map_err(|e| anyhow::anyhow!("{e}"))?;
     let provider = policy
         .section("providers")
         .and_then(|p| p.get("kubernetes"))

@@ -352,7 +352,7 @@ pub(super) async fn run_writer(
         sink.split_lanes()
     };
     sinks.insert(0, sink);
-    let queue = Arc::new(tokio::sync::Mutex::new(Queue { rx, closed: false }));
+    let queue = Arc::new(tokio::sync::Mutex::new(LaneFeed { rx, closed: false }));
     let lanes = sinks.into_iter().map(|sink| Lane {
         name: Arc::clone(&name),
         queue: Arc::clone(&queue),
@@ -382,7 +382,7 @@ pub(super) async fn run_writer(
 
 /// The queue the lanes of one writer take their batches from, one lane at
 /// a time.
-struct Queue {
+struct LaneFeed {
     rx: mpsc::Receiver<Event>,
     /// Closing was seen: senders waiting for room failed.
     closed: bool,
@@ -392,7 +392,7 @@ struct Queue {
 /// then takes the next.
 struct Lane {
     name: Arc<str>,
-    queue: Arc<tokio::sync::Mutex<Queue>>,
+    queue: Arc<tokio::sync::Mutex<LaneFeed>>,
     sink: Box<dyn Sink>,
     control: Control,
     metrics: Arc<OutputHandles>,
@@ -426,7 +426,7 @@ impl Lane {
                     _ = control.abort.cancelled() => return 0,
                     q = queue.lock() => q,
                 };
-                let Queue { rx, closed } = &mut *queued;
+                let LaneFeed { rx, closed } = &mut *queued;
                 let first = loop {
                     tokio::select! {
                         biased;
@@ -921,7 +921,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_hung_disk_does_not_hold_shutdown_past_its_deadline() {
-        use super::super::running::Queue;
+        use super::super::running::OutputQueue;
         let dir = tempfile::tempdir().unwrap();
         let outputs = with_disk_queue(
             FileSettings::new(dir.path().join("out")),
@@ -930,7 +930,7 @@ mod tests {
         );
         let tx = outputs.sender("default").unwrap();
         tx.send(ev(0)).await.unwrap();
-        let Queue::Disk(d) = &outputs.running[0].sender.queue else {
+        let OutputQueue::Disk(d) = &outputs.running[0].sender.queue else {
             panic!("a disk queue");
         };
         // The disk stops answering: its thread is stuck.

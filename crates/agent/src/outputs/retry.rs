@@ -11,7 +11,7 @@
 
 /// What to do with data a server refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Refusal {
     /// Keep it and send it again after a backoff.
     Retry,
     /// Drop it (counted): no retry can change the answer.
@@ -23,10 +23,10 @@ pub enum Verdict {
 /// permanent: the body itself is wrong (a mapping conflict, a malformed
 /// export). Everything else — 401, 403, 404, 408, 413, 429, 5xx and
 /// statuses no server should send — may pass later.
-pub fn http_status(status: u16) -> Verdict {
+pub fn http_status(status: u16) -> Refusal {
     match status {
-        400 => Verdict::Permanent,
-        _ => Verdict::Retry,
+        400 => Refusal::Permanent,
+        _ => Refusal::Retry,
     }
 }
 
@@ -35,10 +35,10 @@ pub fn http_status(status: u16) -> Verdict {
 /// specification also lets a client drop on `UNAUTHENTICATED`,
 /// `PERMISSION_DENIED`, `UNIMPLEMENTED` and the rest, but those are a
 /// wrong token or endpoint that an operator fixes: the data waits.
-pub fn grpc_status(code: u32) -> Verdict {
+pub fn grpc_status(code: u32) -> Refusal {
     match code {
-        INVALID_ARGUMENT => Verdict::Permanent,
-        _ => Verdict::Retry,
+        INVALID_ARGUMENT => Refusal::Permanent,
+        _ => Refusal::Retry,
     }
 }
 
@@ -51,17 +51,17 @@ mod tests {
 
     #[test]
     fn only_a_malformed_body_is_permanent() {
-        assert_eq!(http_status(400), Verdict::Permanent);
+        assert_eq!(http_status(400), Refusal::Permanent);
         for s in [
             401, 403, 404, 405, 408, 413, 429, 500, 502, 503, 504, 0, 999,
         ] {
-            assert_eq!(http_status(s), Verdict::Retry, "{s}");
+            assert_eq!(http_status(s), Refusal::Retry, "{s}");
         }
-        assert_eq!(grpc_status(3), Verdict::Permanent, "INVALID_ARGUMENT");
+        assert_eq!(grpc_status(3), Refusal::Permanent, "INVALID_ARGUMENT");
         // UNAUTHENTICATED, PERMISSION_DENIED, UNIMPLEMENTED, UNKNOWN,
         // UNAVAILABLE, NOT_FOUND, INTERNAL, and codes not known yet.
         for c in [16, 7, 12, 2, 14, 5, 13, 99] {
-            assert_eq!(grpc_status(c), Verdict::Retry, "{c}");
+            assert_eq!(grpc_status(c), Refusal::Retry, "{c}");
         }
     }
 }

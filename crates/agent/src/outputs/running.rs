@@ -29,7 +29,7 @@ impl crate::pipeline::queue::EventQueue for EventSender {
 #[derive(Clone)]
 pub struct EventSender {
     name: Arc<str>,
-    pub(super) queue: Queue,
+    pub(super) queue: OutputQueue,
     handles: Arc<OutputHandles>,
     /// Bytes of events held in memory, shared with the writer.
     budget: ByteBudget,
@@ -122,29 +122,29 @@ impl EventSender {
 
 /// Where an output's events wait.
 #[derive(Clone)]
-pub(super) enum Queue {
+pub(super) enum OutputQueue {
     Memory(mpsc::Sender<Event>),
     Disk(Arc<disk::DiskQueue>),
 }
 
-impl Queue {
+impl OutputQueue {
     fn depth(&self) -> usize {
         match self {
-            Queue::Memory(tx) => queue_depth(tx),
-            Queue::Disk(d) => d.depth(),
+            OutputQueue::Memory(tx) => queue_depth(tx),
+            OutputQueue::Disk(d) => d.depth(),
         }
     }
 
     fn is_closed(&self) -> bool {
         match self {
-            Queue::Memory(tx) => tx.is_closed(),
-            Queue::Disk(d) => d.is_closed(),
+            OutputQueue::Memory(tx) => tx.is_closed(),
+            OutputQueue::Disk(d) => d.is_closed(),
         }
     }
 
     async fn push(&self, output: &str, mut ev: Event, budget: &ByteBudget) -> Result<(), Closed> {
         match self {
-            Queue::Memory(tx) => {
+            OutputQueue::Memory(tx) => {
                 // Taken until the writer is done with the event's batch;
                 // given back at once if the send does not complete.
                 let permit = budget
@@ -157,7 +157,7 @@ impl Queue {
                 permit.forget();
                 Ok(())
             }
-            Queue::Disk(d) => {
+            OutputQueue::Disk(d) => {
                 let mut warned = false;
                 // Taken: a cancelled append discards it (counted).
                 ev.arm();
@@ -351,7 +351,7 @@ impl Outputs {
                 abort: abort.clone(),
             };
             let queue = match &disk {
-                None => Queue::Memory(tx),
+                None => OutputQueue::Memory(tx),
                 Some(d) => {
                     let max = sink.max_batch().max(1);
                     runtime.spawn(queue::feed_from_disk(
@@ -364,7 +364,7 @@ impl Outputs {
                         budget.clone(),
                     ));
                     handles.set_depth(d.depth());
-                    Queue::Disk(Arc::clone(d))
+                    OutputQueue::Disk(Arc::clone(d))
                 }
             };
             let writer = runtime.spawn(queue::run_writer(
@@ -425,7 +425,7 @@ impl Outputs {
     /// cannot write before a shutdown is sent after the next start).
     pub fn has_disk_queue(&self, name: &str) -> bool {
         self.find(name)
-            .is_some_and(|r| matches!(r.sender.queue, Queue::Disk(_)))
+            .is_some_and(|r| matches!(r.sender.queue, OutputQueue::Disk(_)))
     }
 
     fn find(&self, name: &str) -> Option<&Running> {
@@ -439,7 +439,7 @@ impl Outputs {
     pub async fn shutdown(self, deadline: tokio::time::Instant) -> Vec<(String, usize)> {
         self.close.cancel();
         for r in &self.running {
-            if let Queue::Disk(d) = &r.sender.queue {
+            if let OutputQueue::Disk(d) = &r.sender.queue {
                 d.close();
             }
         }
@@ -447,8 +447,8 @@ impl Outputs {
             .running
             .iter()
             .filter_map(|r| match &r.sender.queue {
-                Queue::Disk(d) => Some(Arc::clone(d)),
-                Queue::Memory(_) => None,
+                OutputQueue::Disk(d) => Some(Arc::clone(d)),
+                OutputQueue::Memory(_) => None,
             })
             .collect();
         let mut left = Vec::with_capacity(self.running.len());
@@ -474,7 +474,7 @@ impl Outputs {
             // A disk queue keeps everything not acknowledged; what was
             // written is fsynced unless the deadline passes first.
             let n = match &sender.queue {
-                Queue::Disk(d) => {
+                OutputQueue::Disk(d) => {
                     match tokio::time::timeout_at(deadline, d.sync()).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
@@ -487,7 +487,7 @@ impl Outputs {
                     }
                     d.depth()
                 }
-                Queue::Memory(_) => n,
+                OutputQueue::Memory(_) => n,
             };
             left.push((sender.name.to_string(), n));
         }

@@ -36,7 +36,7 @@ impl Books {
             self.claims.insert(k.clone(), id.to_string());
         }
         if !keys.is_empty() {
-            self.owned.insert(id.to_string(), keys);
+            self.owned.entry(id.to_string()).or_default().extend(keys);
         }
     }
 
@@ -60,5 +60,39 @@ impl Books {
         for (i, s, _) in desired {
             self.claim(&i.id, s.input.state_keys());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(k: &[&str]) -> Vec<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn an_input_releases_only_the_registries_it_owns() {
+        let mut b = Books::default();
+        b.claim("a", keys(&["logs-1", "logs-2"]));
+        b.claim("b", keys(&["logs-3"]));
+        assert_eq!(b.claims.get("logs-2").map(String::as_str), Some("a"));
+        // `b` takes over `logs-2` (as a restarted successor does): `a`
+        // releasing later must not free it.
+        b.claim("b", keys(&["logs-2"]));
+        assert!(b.release("a"));
+        assert_eq!(b.claims.get("logs-1"), None);
+        assert_eq!(b.claims.get("logs-2").map(String::as_str), Some("b"));
+        assert!(!b.release("a"), "nothing left to release");
+        assert!(b.release("b"));
+        assert!(b.claims.is_empty(), "{:?}", b.claims);
+    }
+
+    #[test]
+    fn an_input_without_registries_owns_nothing() {
+        let mut b = Books::default();
+        b.claim("exec", Vec::new());
+        assert!(!b.release("exec"));
+        assert!(b.claims.is_empty());
     }
 }

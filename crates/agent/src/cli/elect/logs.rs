@@ -16,9 +16,9 @@ const CAPACITY: usize = 1024;
 
 /// A `MakeWriter` whose writers queue each formatted event on the pump.
 #[derive(Clone)]
-struct Queue(Arc<Pump>);
+struct PumpWriter(Arc<Pump>);
 
-impl std::io::Write for Queue {
+impl std::io::Write for PumpWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         // The fmt layer hands over one whole event per write_all.
         self.0.send(buf.to_vec());
@@ -30,10 +30,10 @@ impl std::io::Write for Queue {
     }
 }
 
-impl<'a> MakeWriter<'a> for Queue {
-    type Writer = Queue;
+impl<'a> MakeWriter<'a> for PumpWriter {
+    type Writer = PumpWriter;
 
-    fn make_writer(&'a self) -> Queue {
+    fn make_writer(&'a self) -> PumpWriter {
         self.clone()
     }
 }
@@ -64,7 +64,7 @@ pub fn init_with(json: bool, level: Option<&str>) -> std::io::Result<Arc<Pump>> 
         .with(filter)
         .with(crate::logtap::TapLayer);
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(Queue(pump.clone()))
+        .with_writer(PumpWriter(pump.clone()))
         .with_ansi(false);
     let _ = if json {
         layers.with(fmt.json().flatten_event(true)).try_init()

@@ -52,7 +52,7 @@ pub enum HolderPod {
 /// The overall verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum Standing {
     /// Held and renewed.
     Healthy,
     /// Released: free for the next candidate.
@@ -77,7 +77,7 @@ pub struct Problem {
 pub struct Report {
     pub namespace: String,
     pub lease: String,
-    pub verdict: Verdict,
+    pub verdict: Standing,
     pub holder: Option<String>,
     pub acquired_at: Option<String>,
     pub renewed_at: Option<String>,
@@ -114,7 +114,7 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
     let mut report = Report {
         namespace: facts.namespace.clone(),
         lease: facts.name.clone(),
-        verdict: Verdict::Missing,
+        verdict: Standing::Missing,
         holder: None,
         acquired_at: None,
         renewed_at: None,
@@ -153,10 +153,10 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
     report.expires_in_s = left.map(|d| d.as_secs_f64());
 
     let Some(holder) = report.holder.clone() else {
-        report.verdict = Verdict::Released;
+        report.verdict = Standing::Released;
         let long = SignedDuration::from_secs(2 * expect.duration_s.max(1));
         if ago.is_some_and(|a| a > long) {
-            report.verdict = Verdict::Stuck;
+            report.verdict = Standing::Stuck;
             report.problems.push(Problem {
                 problem: format!(
                     "released {} ago and nobody took it: no candidate runs, or none may update the Lease",
@@ -167,9 +167,9 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
         }
         return report;
     };
-    report.verdict = Verdict::Healthy;
+    report.verdict = Standing::Healthy;
     if left.is_none() {
-        report.verdict = Verdict::Stuck;
+        report.verdict = Standing::Stuck;
         report.problems.push(Problem {
             problem: "the Lease names a holder but no renewTime or leaseDurationSeconds: no candidate can tell when it expires".into(),
             fix: "it was not written by an elector; delete it (`kubectl delete lease -n NS NAME`): candidates wait one lease duration after seeing it missing, then elect a leader".into(),
@@ -181,7 +181,7 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
         let overdue = -l;
         let grace = SignedDuration::from_secs(expect.duration_s.max(1));
         if overdue > grace {
-            report.verdict = Verdict::Stuck;
+            report.verdict = Standing::Stuck;
             report.problems.push(Problem {
                 problem: format!(
                     "{holder} stopped renewing {} ago and the Lease expired {} ago, yet no candidate took it over",
@@ -191,7 +191,7 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
                 fix: "candidates are missing or cannot write the Lease: check the agents' pods and logs (a 403 on leases means their Role lacks get/update on this Lease)".into(),
             });
         } else {
-            report.verdict = Verdict::Expired;
+            report.verdict = Standing::Expired;
             report.problems.push(Problem {
                 problem: format!(
                     "{holder} stopped renewing {} ago; the Lease expired {} ago",
@@ -227,7 +227,7 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
     let live = left.is_some_and(|l| !l.is_negative());
     match &facts.holder_pod {
         HolderPod::Absent if live => {
-            report.verdict = Verdict::Stuck;
+            report.verdict = Standing::Stuck;
             report.problems.push(Problem {
                 problem: format!(
                     "the holder {holder} is no pod in {}, yet the Lease is renewed",
@@ -242,7 +242,7 @@ pub fn assess(facts: &LeaseFacts, expect: &Expect, now: Timestamp) -> Report {
             if let Some(want) = &expect.daemonset
                 && owner.as_deref() != Some(want.as_str())
             {
-                report.verdict = Verdict::Stuck;
+                report.verdict = Standing::Stuck;
                 report.problems.push(Problem {
                     problem: format!(
                         "the holder {holder} is a pod of {}, not of DaemonSet {want}",
@@ -321,7 +321,7 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(healthy.verdict, Verdict::Healthy);
+        assert_eq!(healthy.verdict, Standing::Healthy);
         assert!(healthy.problems.is_empty());
         assert_eq!(healthy.expires_in_s, Some(13.0));
 
@@ -330,14 +330,14 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(expired.verdict, Verdict::Expired);
+        assert_eq!(expired.verdict, Standing::Expired);
 
         let stuck = assess(
             &facts(Some("a"), "2026-12-03T10:00:00Z", 15, pod("leasehold")),
             &expect(),
             now,
         );
-        assert_eq!(stuck.verdict, Verdict::Stuck);
+        assert_eq!(stuck.verdict, Standing::Stuck);
         assert!(stuck.problems[0].fix.contains("403"));
 
         let released = assess(
@@ -345,20 +345,20 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(released.verdict, Verdict::Released);
+        assert_eq!(released.verdict, Standing::Released);
         let abandoned = assess(
             &facts(None, "2026-12-03T10:00:00Z", 15, HolderPod::NotChecked),
             &expect(),
             now,
         );
-        assert_eq!(abandoned.verdict, Verdict::Stuck);
+        assert_eq!(abandoned.verdict, Standing::Stuck);
 
         let stranger = assess(
             &facts(Some("x"), "2026-12-03T10:04:59Z", 15, HolderPod::Absent),
             &expect(),
             now,
         );
-        assert_eq!(stranger.verdict, Verdict::Stuck);
+        assert_eq!(stranger.verdict, Standing::Stuck);
         assert!(stranger.problems[0].problem.contains("no pod"));
 
         let other = assess(
@@ -366,7 +366,7 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(other.verdict, Verdict::Stuck);
+        assert_eq!(other.verdict, Standing::Stuck);
         assert!(other.problems[0].fix.contains("own `leader_lease`"));
 
         let long = assess(
@@ -374,7 +374,7 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(long.verdict, Verdict::Healthy, "held, but worth a word");
+        assert_eq!(long.verdict, Standing::Healthy, "held, but worth a word");
         assert!(long.problems[0].problem.contains("3600s"));
 
         let ahead = assess(
@@ -399,7 +399,7 @@ mod tests {
             &expect(),
             now,
         );
-        assert_eq!(missing.verdict, Verdict::Missing);
+        assert_eq!(missing.verdict, Standing::Missing);
     }
 
     #[test]

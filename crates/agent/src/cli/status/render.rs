@@ -73,7 +73,7 @@ pub fn table(r: &Report) -> String {
 }
 
 fn verdict_words(r: &Report) -> String {
-    use super::assess::Verdict::*;
+    use super::assess::Standing::*;
     match r.verdict {
         Healthy => "healthy: held and renewed".into(),
         Released => "released: free for the next candidate".into(),

@@ -120,7 +120,7 @@ fn parse_and_append(body: &mut Vec<u8>, line: &[u8]) {
 
 /// What became of one document of a bulk request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ItemAnswer {
     /// Indexed now.
     Written,
     /// A document with its `_id` was already there (409 on `create`): it
@@ -191,7 +191,7 @@ struct Item {
 /// not match is an error (nothing is known to be written). Only `status`
 /// and `error` of each item are read, so the answer may be filtered to
 /// them (`filter_path`).
-pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
+pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<ItemAnswer>, String> {
     let r: Response = serde_json::from_slice(answer)
         .map_err(|e| format!("the _bulk answer is not the expected JSON: {e}"))?;
     if r.items.len() != sent {
@@ -206,17 +206,17 @@ pub fn judge(answer: &[u8], sent: usize) -> Result<Vec<Outcome>, String> {
         .collect())
 }
 
-fn classify(status: u16, error: Option<&Value>) -> Outcome {
-    use crate::outputs::retry::{Verdict, http_status};
+fn classify(status: u16, error: Option<&Value>) -> ItemAnswer {
+    use crate::outputs::retry::{Refusal, http_status};
     match status {
-        200..=299 => Outcome::Written,
-        409 => Outcome::Duplicate,
+        200..=299 => ItemAnswer::Written,
+        409 => ItemAnswer::Duplicate,
         _ => match http_status(status) {
-            Verdict::Permanent => Outcome::Dropped {
+            Refusal::Permanent => ItemAnswer::Dropped {
                 status,
                 reason: reason(error),
             },
-            Verdict::Retry => Outcome::Retry {
+            Refusal::Retry => ItemAnswer::Retry {
                 status,
                 reason: reason(error),
             },
@@ -296,21 +296,21 @@ mod tests {
             {"create":{"_index":"a","status":404,"error":{"type":"index_not_found_exception","reason":"no such index [a]"}}}
         ]}"#;
         let out = judge(answer, 7).unwrap();
-        assert_eq!(out[0], Outcome::Written);
-        assert_eq!(out[1], Outcome::Duplicate);
+        assert_eq!(out[0], ItemAnswer::Written);
+        assert_eq!(out[1], ItemAnswer::Duplicate);
         assert!(
-            matches!(&out[2], Outcome::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception") && reason.contains("caused by illegal_argument_exception"))
+            matches!(&out[2], ItemAnswer::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception") && reason.contains("caused by illegal_argument_exception"))
         );
-        assert!(matches!(out[3], Outcome::Retry { status: 429, .. }));
-        assert!(matches!(out[4], Outcome::Retry { status: 503, .. }));
+        assert!(matches!(out[3], ItemAnswer::Retry { status: 429, .. }));
+        assert!(matches!(out[4], ItemAnswer::Retry { status: 503, .. }));
         // A write block or a missing index can be lifted: kept, not lost.
         assert!(
-            matches!(&out[5], Outcome::Retry { status: 403, reason } if reason.contains("cluster_block_exception"))
+            matches!(&out[5], ItemAnswer::Retry { status: 403, reason } if reason.contains("cluster_block_exception"))
         );
-        assert!(matches!(out[6], Outcome::Retry { status: 404, .. }));
+        assert!(matches!(out[6], ItemAnswer::Retry { status: 404, .. }));
         assert_eq!(
             out.iter()
-                .filter(|o| !matches!(o, Outcome::Retry { .. }))
+                .filter(|o| !matches!(o, ItemAnswer::Retry { .. }))
                 .count(),
             3,
             "written, duplicate and dropped are settled"
@@ -322,16 +322,16 @@ mod tests {
         // `filter_path=errors,items.*.status,items.*.error`, as sent.
         let answer = br#"{"errors":true,"items":[{"create":{"status":201}},{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"exists"}}},{"create":{"status":429,"error":{"type":"es_rejected_execution_exception","reason":"queue full"}}}]}"#;
         let out = judge(answer, 3).unwrap();
-        assert_eq!(out[0], Outcome::Written);
-        assert_eq!(out[1], Outcome::Duplicate);
+        assert_eq!(out[0], ItemAnswer::Written);
+        assert_eq!(out[1], ItemAnswer::Duplicate);
         assert!(
-            matches!(&out[2], Outcome::Retry { status: 429, reason } if reason.contains("queue full"))
+            matches!(&out[2], ItemAnswer::Retry { status: 429, reason } if reason.contains("queue full"))
         );
         // An item without a status is not known to be written.
         let answer = br#"{"errors":false,"items":[{"create":{}}]}"#;
         assert!(matches!(
             judge(answer, 1).unwrap()[0],
-            Outcome::Retry { status: 0, .. }
+            ItemAnswer::Retry { status: 0, .. }
         ));
     }
 

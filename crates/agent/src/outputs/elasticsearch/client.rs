@@ -443,7 +443,7 @@ mod tests {
         );
         let items = super::super::bulk::judge(&answer, 1).expect("judged");
         assert!(
-            matches!(&items[0], super::super::bulk::Outcome::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception")),
+            matches!(&items[0], super::super::bulk::ItemAnswer::Dropped { status: 400, reason } if reason.contains("mapper_parsing_exception")),
             "{items:?}"
         );
         server.await.unwrap();

@@ -26,7 +26,7 @@ use futures_util::future::BoxFuture;
 use hyper::StatusCode;
 
 use super::queue::{Batch, Sink};
-use bulk::Outcome;
+use bulk::ItemAnswer;
 use client::{Client, RequestError, status_error};
 use request_size::RequestSize;
 pub use settings::ElasticsearchSettings;
@@ -86,9 +86,9 @@ impl ElasticsearchSink {
     /// Sends the pending lines in requests of `request_size`,
     /// [`Self::in_flight`] at a time, and returns each line's outcome (`None`: not known to be
     /// written, retry) with the first whole-request error.
-    async fn send(&self, batch: &Batch) -> (Vec<Option<Outcome>>, Option<String>) {
+    async fn send(&self, batch: &Batch) -> (Vec<Option<ItemAnswer>>, Option<String>) {
         let lines = batch.pending();
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; lines.len()];
+        let mut outcomes: Vec<Option<ItemAnswer>> = vec![None; lines.len()];
         if let Err(e) = self.client.server().await {
             if matches!(e, RequestError::Unreachable(_)) {
                 self.client.forget_server();
@@ -141,7 +141,7 @@ impl ElasticsearchSink {
                 Ok((status, answer)) if status == StatusCode::PAYLOAD_TOO_LARGE && n == 1 => {
                     // One document the server will never take: dropped
                     // for good, with why (never its content).
-                    outcomes[start] = Some(Outcome::Dropped {
+                    outcomes[start] = Some(ItemAnswer::Dropped {
                         status: status.as_u16(),
                         reason: format!(
                             "the document alone is larger than the server accepts ({}; raise its http.max_content_length, or cut such lines at the input)",
@@ -208,7 +208,7 @@ impl ElasticsearchSink {
     fn settle(
         &self,
         batch: &mut Batch,
-        outcomes: Vec<Option<Outcome>>,
+        outcomes: Vec<Option<ItemAnswer>>,
         request_error: Option<String>,
     ) -> io::Result<()> {
         let mut settled = Vec::with_capacity(outcomes.len());
@@ -216,17 +216,17 @@ impl ElasticsearchSink {
         let mut item_retry: Option<(u16, String)> = None;
         for (k, outcome) in outcomes.into_iter().enumerate() {
             settled.push(match outcome {
-                Some(Outcome::Written) => true,
-                Some(Outcome::Duplicate) => {
+                Some(ItemAnswer::Written) => true,
+                Some(ItemAnswer::Duplicate) => {
                     batch.duplicates += 1;
                     true
                 }
-                Some(Outcome::Dropped { status, reason }) => {
+                Some(ItemAnswer::Dropped { status, reason }) => {
                     batch.drop_pending(k);
                     dropped.push((status, reason));
                     true
                 }
-                Some(Outcome::Retry { status, reason }) => {
+                Some(ItemAnswer::Retry { status, reason }) => {
                     item_retry.get_or_insert((status, reason));
                     false
                 }

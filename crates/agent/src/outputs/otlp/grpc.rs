@@ -156,7 +156,7 @@ impl GrpcClient {
                         .map(|m| percent_decode(&m))
                         .unwrap_or_default();
                     Err(ExportError {
-                        retryable: retry::grpc_status(code) == retry::Verdict::Retry,
+                        retryable: retry::grpc_status(code) == retry::Refusal::Retry,
                         retry_after: None,
                         message: format!("gRPC {}: {message}", code_name(code)),
                     })

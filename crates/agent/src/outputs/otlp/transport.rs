@@ -215,7 +215,7 @@ async fn post(
         }
         // Only a malformed request (400) is dropped; a wrong path, an
         // expired token or a missing privilege keeps the data.
-        let retryable = retry::http_status(status.as_u16()) == retry::Verdict::Retry;
+        let retryable = retry::http_status(status.as_u16()) == retry::Refusal::Retry;
         let text = String::from_utf8_lossy(&answer[..answer.len().min(200)])
             .split_whitespace()
             .collect::<Vec<_>>()

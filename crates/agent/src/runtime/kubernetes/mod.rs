@@ -650,3 +650,57 @@ async fn sleep_until(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, name: &str, app: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop", "uid": uid, "labels": {"app": app}},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app:1"}]},
+            "status": {"podIP": "10.0.0.9", "containerStatuses": [{"name": "app", "containerID": format!("containerd://{uid}c"), "image": "app:1", "imageID": "", "ready": true, "restartCount": 0}]}
+        }))
+        .unwrap()
+    }
+
+    fn source() -> Source {
+        Source::new(ProviderSettings::default(), RelatedStores::none())
+    }
+
+    #[test]
+    fn a_pod_event_marks_that_pod_and_its_mappings_are_built_when_read() {
+        let s = source();
+        for i in 0..50 {
+            s.upsert(pod(&format!("u{i:02}"), &format!("web-{i}"), "web"));
+        }
+        assert_eq!(s.take_changes().len(), 50);
+        assert!(s.take_changes().is_empty(), "taken once");
+        s.upsert(pod("u07", "web-7", "redis"));
+        assert_eq!(s.take_changes(), ["u07"]);
+        let ms = s.mappings_of("u07");
+        let ids: Vec<&str> = ms.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["u07", "u07.app"], "the Pod's and its container's");
+        assert_eq!(
+            ms[0].vars.lookup_path("labels.app"),
+            Some(&leasehold_policy::Value::Str("redis".into()))
+        );
+        assert!(s.mappings_of("nobody").is_empty());
+        assert_eq!(s.objects().len(), 50);
+    }
+
+    #[test]
+    fn a_deleted_pods_mappings_stay_until_its_cleanup_timeout() {
+        let s = source();
+        s.upsert(pod("u1", "web-1", "web"));
+        s.take_changes();
+        let now = Instant::now();
+        s.leave("u1".into(), now + std::time::Duration::from_secs(60));
+        assert!(!s.expire(now), "not yet");
+        assert_eq!(s.mappings_of("u1").len(), 2);
+        assert!(s.expire(now + std::time::Duration::from_secs(60)));
+        assert_eq!(s.take_changes(), ["u1"]);
+        assert!(s.mappings_of("u1").is_empty());
+        assert!(s.objects().is_empty());
+    }
+}

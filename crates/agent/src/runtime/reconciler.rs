@@ -123,6 +123,9 @@ impl Agent {
 
     /// Starts, restarts and stops what `changed` names.
     fn apply(&mut self, changed: RenderChanges) {
+        // The dropped list is published only when it changed: it can be
+        // as long as the cluster (a refused hint per Pod).
+        let mut dropped_changed = changed.dropped;
         if !changed.upserted.is_empty() {
             for ri in &changed.upserted {
                 self.books.redactor.add_value("", &ri.config);
@@ -131,7 +134,7 @@ impl Agent {
         }
         let mut released = false;
         for id in &changed.removed {
-            self.books.refused.remove(id);
+            dropped_changed |= self.books.refused.remove(id).is_some();
             released |= self.books.release(id);
             if self.running.contains_key(id) {
                 let how = self.how_to_stop(id, false);
@@ -139,12 +142,13 @@ impl Agent {
             }
         }
         for ri in &changed.upserted {
-            self.books.refused.remove(&ri.id);
+            dropped_changed |= self.books.refused.remove(&ri.id).is_some();
             released |= self.books.release(&ri.id);
             let (instance, spec, fields) = match self.desire(ri) {
                 Ok(d) => d,
                 Err(d) => {
                     self.books.refused.insert(d.id.clone(), d);
+                    dropped_changed = true;
                     if self.running.contains_key(&ri.id) {
                         let how = self.how_to_stop(&ri.id, false);
                         self.stop(&ri.id, how, true);
@@ -164,6 +168,7 @@ impl Agent {
                 if self.warned_conflicts.insert(ri.id.clone()) {
                     tracing::error!(input = %ri.id, "input not started: {reason}");
                 }
+                dropped_changed = true;
                 self.books.refused.insert(
                     ri.id.clone(),
                     DroppedInput {
@@ -194,7 +199,9 @@ impl Agent {
             self.reconcile();
             return;
         }
-        self.publish_dropped();
+        if dropped_changed {
+            self.publish_dropped();
+        }
     }
 
     /// The whole rendering now; with the provider configured, kept as the

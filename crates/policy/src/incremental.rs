@@ -162,11 +162,6 @@ impl Incremental {
         self.refresh_unrendered(&mut ctx, policy, source)
     }
 
-    /// The number of mappings held.
-    pub fn mappings(&self) -> usize {
-        self.order.len()
-    }
-
     /// What [`crate::render_sharded`] renders with the current mappings.
     pub fn rendered(&self) -> Rendered {
         let mut inputs: Vec<(&Pos, &RenderedInput)> = self

@@ -138,7 +138,7 @@ fn a_registry_that_cannot_be_written_is_reported_and_fails_readiness() -> Result
     std::fs::write(
         &policy,
         format!(
-            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: files\n    type: filestream\n    paths: ['{}/*.log']\n",
+            "outputs:\n  default: {{type: file, path: '{}', filename: events}}\ninputs:\n  - id: files\n    type: filestream\n    paths: ['{}/*.log']\n    prospector.scanner.check_interval: 200ms\n",
             out.display(),
             logs.display()
         ),
@@ -154,6 +154,8 @@ fn a_registry_that_cannot_be_written_is_reported_and_fails_readiness() -> Result
     a.wait_ready()?;
     std::fs::write(logs.join("a.log"), "one\n")?;
     let registry = data.join("registry").join("filestream");
+    // The file appears after the first scan; the next one (200 ms) finds
+    // it. The default interval (10 s) would make this a race.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !registry.join("files.json").exists() {
         if Instant::now() > deadline {

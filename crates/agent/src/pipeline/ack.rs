@@ -232,6 +232,13 @@ impl<P> InOrder<P> {
     pub fn in_flight(&self) -> usize {
         self.pending.len()
     }
+
+    /// Forgets every position in flight (what they described is gone: a
+    /// truncated file); acknowledgements of them are ignored from now on.
+    pub fn reset(&mut self) {
+        self.first += self.pending.len() as u64;
+        self.pending.clear();
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +272,56 @@ pub(crate) mod tests {
         let d = o.push("d");
         o.unpush(d);
         assert_eq!(o.push_done("e"), Some("e"));
+    }
+
+    #[test]
+    fn a_reset_forgets_what_was_in_flight_and_ignores_its_acknowledgements() {
+        let mut o = InOrder::default();
+        let a = o.push(10);
+        let b = o.push(20);
+        o.unpush(a); // not the newest: kept
+        o.unpush(b);
+        assert_eq!(o.in_flight(), 1);
+        assert_eq!(o.ack(a), Some(10));
+        let c = o.push(30);
+        o.reset();
+        assert_eq!(o.ack(c), None, "c described bytes before the truncation");
+        assert_eq!(o.in_flight(), 0);
+        let d = o.push(5);
+        assert!(d > c, "numbers are never reused");
+        assert_eq!(o.ack(d), Some(5));
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of acknowledgements, the position reported
+        /// last is the end of the longest delivered prefix.
+        #[test]
+        fn the_position_is_the_end_of_the_delivered_prefix(
+            lens in proptest::collection::vec(1u64..100, 1..40),
+            order in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..60),
+        ) {
+            let mut o = InOrder::default();
+            let mut ends = Vec::new();
+            let mut end = 0;
+            for l in &lens {
+                end += l;
+                ends.push(end);
+                o.push(end);
+            }
+            let mut delivered = vec![false; lens.len()];
+            let mut reached = 0;
+            for i in order {
+                let i = i.index(lens.len());
+                delivered[i] = true;
+                if let Some(p) = o.ack(i as u64) {
+                    reached = p;
+                }
+                let prefix = delivered.iter().take_while(|d| **d).count();
+                let want = if prefix == 0 { 0 } else { ends[prefix - 1] };
+                proptest::prop_assert_eq!(reached, want);
+                proptest::prop_assert_eq!(o.in_flight(), lens.len() - prefix);
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,6 @@ pub mod reader;
 pub mod registry;
 pub mod scanner;
 pub mod settings;
-pub mod window;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -263,8 +263,7 @@ impl Reader {
         f.cut = false;
         f.pipeline = Pipeline::new(&self.settings.parsers);
         let mut c = self.cursor.lock();
-        c.window.reset(0);
-        c.resume = 0;
+        c.start_over();
         c.fingerprint = Fingerprint::of_bytes(&[]);
         drop(c);
         self.cursor.touch();

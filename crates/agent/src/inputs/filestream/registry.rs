@@ -24,9 +24,8 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 
 use super::identity::{FileId, Fingerprint};
-use super::window::AckWindow;
 use crate::owner_only;
-use crate::pipeline::ack::AckTarget;
+use crate::pipeline::ack::{AckTarget, InOrder};
 
 /// How often changed registries are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -56,11 +55,23 @@ struct Saved {
 pub struct CursorState {
     pub path: String,
     pub fingerprint: Fingerprint,
-    /// Acknowledgements of the events in flight.
-    pub window: AckWindow,
+    /// The events in flight, each numbered with the offset it ends at.
+    pub window: InOrder<u64>,
+    /// Every line before this offset was delivered: what is saved.
+    pub delivered: u64,
     /// Where the next reader starts: the end of the last event queued (or
     /// the delivered offset after a start).
     pub resume: u64,
+}
+
+impl CursorState {
+    /// Reads the file again from 0: what was in flight described bytes
+    /// that are gone, and their acknowledgements are ignored.
+    pub fn start_over(&mut self) {
+        self.window.reset();
+        self.delivered = 0;
+        self.resume = 0;
+    }
 }
 
 /// One file's cursor; outputs acknowledge its events through it.
@@ -86,7 +97,7 @@ impl Cursor {
         SavedFile {
             id,
             path: s.path.clone(),
-            offset: s.window.acked(),
+            offset: s.delivered,
             fingerprint: s.fingerprint,
         }
     }
@@ -94,7 +105,10 @@ impl Cursor {
 
 impl AckTarget for Cursor {
     fn acknowledged(&self, seq: u64) {
-        if self.lock().window.ack(seq) {
+        let mut s = self.lock();
+        if let Some(end) = s.window.ack(seq) {
+            s.delivered = s.delivered.max(end);
+            drop(s);
             self.touch();
         }
     }
@@ -224,7 +238,8 @@ fn new_cursor(f: &SavedFile, dirty: &Arc<AtomicBool>) -> Cursor {
         state: Mutex::new(CursorState {
             path: f.path.clone(),
             fingerprint: f.fingerprint,
-            window: AckWindow::new(f.offset),
+            window: InOrder::default(),
+            delivered: f.offset,
             resume: f.offset,
         }),
         dirty: Arc::clone(dirty),

@@ -99,8 +99,7 @@ pub fn decide(
     }
     if f.size < c.resume {
         tracing::info!(path = %f.path, size = f.size, resume = c.resume, "file truncated while not read; reading it again from its start");
-        c.window.reset(0);
-        c.resume = 0;
+        c.start_over();
         c.fingerprint = Fingerprint::longest(&file, f.size)?;
         drop(c);
         cursor.touch();

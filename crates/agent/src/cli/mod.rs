@@ -7,6 +7,7 @@ pub mod check;
 pub mod elastic;
 pub mod elect;
 pub mod eval;
+mod fleet;
 pub mod inspect;
 pub mod run;
 pub mod status;
@@ -50,19 +51,6 @@ pub enum Command {
 }
 
 /// Runs a parsed command line and returns the process exit code.
-/// `--fleet` (env `LEASEHOLD_FLEET`) of `run` and `elect`: unset or empty
-/// means no rename fence; anything else must be a label value, checked
-/// before anything runs.
-pub fn fleet_arg(
-    raw: Option<&str>,
-) -> Result<Option<String>, leasehold_election::names::NameError> {
-    match raw.filter(|f| !f.is_empty()) {
-        None => Ok(None),
-        Some(f) => leasehold_election::names::validate_label_value("--fleet (LEASEHOLD_FLEET)", f)
-            .map(|()| Some(f.to_string())),
-    }
-}
-
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Version => {

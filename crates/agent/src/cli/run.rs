@@ -138,7 +138,7 @@ pub fn run(args: &RunArgs) -> i32 {
         statics.agent = providers::agent(&statics.fields.id, &identity);
         statics.fields.name = identity;
     }
-    let fleet = match super::fleet_arg(args.fleet.as_deref()) {
+    let fleet = match super::fleet::fleet_arg(args.fleet.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e}");

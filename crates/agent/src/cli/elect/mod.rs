@@ -104,7 +104,7 @@ pub fn run(args: &ElectArgs) -> i32 {
         eprintln!("leasehold elect: --namespace: {e}");
         return 2;
     }
-    let fleet = match super::fleet_arg(args.fleet.as_deref()) {
+    let fleet = match super::fleet::fleet_arg(args.fleet.as_deref()) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("leasehold elect: {e}");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use leasehold_prometheus_text::{Family, Text};
 use serde_json::{Map, Value as Json, json};
 
-use super::state::set_path;
+use super::doc::set_path;
 use crate::inputs::prometheus::number;
 use crate::inputs::scrape::{Doc, Metricset};
 

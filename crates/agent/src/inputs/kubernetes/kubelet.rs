@@ -19,7 +19,7 @@
 use leasehold_prometheus_text::Family;
 use serde_json::{Map, Value as Json, json};
 
-use super::state::set_path;
+use super::doc::set_path;
 use crate::inputs::scrape::{Body, Doc, Metricset};
 
 /// The kubelet metricsets, by name.

@@ -7,6 +7,7 @@
 
 pub mod apiserver;
 mod components;
+mod doc;
 mod kubelet;
 pub mod metadata;
 mod resources;

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use leasehold_prometheus_text::{Family, Text};
 use serde_json::{Map, Value as Json, json};
 
+use super::doc::set_path;
 use crate::inputs::prometheus::number;
 use crate::inputs::scrape::{Doc, Metricset};
 
@@ -119,26 +120,6 @@ impl Objects {
             .into_iter()
             .map(|(object, fields)| Doc { object, fields })
             .collect()
-    }
-}
-
-/// Sets `a.b.c` inside nested objects.
-pub fn set_path(doc: &mut Map<String, Json>, path: &str, value: Json) {
-    let mut parts = path.split('.').peekable();
-    let mut at = doc;
-    while let Some(p) = parts.next() {
-        if parts.peek().is_none() {
-            at.insert(p.to_string(), value);
-            return;
-        }
-        let next = at
-            .entry(p.to_string())
-            .or_insert_with(|| Json::Object(Map::new()));
-        if !next.is_object() {
-            *next = Json::Object(Map::new());
-        }
-        let Json::Object(m) = next else { return };
-        at = m;
     }
 }
 

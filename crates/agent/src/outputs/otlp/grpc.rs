@@ -18,7 +18,7 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use prost::Message;
 
-use super::transport::ExportError;
+use super::export_error::ExportError;
 use crate::outputs::retry;
 
 /// Largest answer read.

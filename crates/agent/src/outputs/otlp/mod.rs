@@ -10,6 +10,7 @@
 
 mod convert;
 mod encode;
+mod export_error;
 mod grpc;
 pub mod settings;
 mod transport;

@@ -14,24 +14,13 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
 };
 use prost::Message;
 
+pub use super::export_error::ExportError;
 use super::grpc::GrpcClient;
-
 use super::settings::{OtlpSettings, Protocol};
 use crate::outputs::retry;
 
 /// Largest answer read.
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
-
-/// An export that failed as a whole.
-#[derive(Debug)]
-pub struct ExportError {
-    /// Whether sending the same data again may succeed.
-    pub retryable: bool,
-    /// The server's `Retry-After`, when it gave one.
-    pub retry_after: Option<Duration>,
-    /// What happened.
-    pub message: String,
-}
 
 /// The gRPC methods of exports.
 const LOGS_EXPORT: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";

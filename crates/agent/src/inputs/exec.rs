@@ -465,7 +465,7 @@ mod tests {
         let outputs = Outputs::start(
             vec![OutputSettings {
                 name: "default".into(),
-                kind: OutputKind::File(FileSettings::new(dir)),
+                kind: OutputKind::file(FileSettings::new(dir)),
                 queue_events: 16,
                 memory: Default::default(),
                 disk: None,

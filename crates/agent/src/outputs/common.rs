@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::{SettingError, describe, given};
+use super::read::{SettingError, describe, given};
 use crate::units::parse_duration;
 
 /// `headers`: a map of HTTP header names to values (scalars are written

@@ -1,8 +1,60 @@
 //! The `console` output: NDJSON on standard output, one batch per write.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::queue::{Batch, BlockingSink};
+use leasehold_policy::Value;
+
+use super::kind::{OutputKind, OutputType, SinkSettings, same};
+use super::read::SettingError;
+use super::sink::{Answers, Blocking, BlockingSink, Outgoing, Sink};
+
+/// The `console` output type.
+pub(crate) struct ConsoleType;
+
+impl OutputType for ConsoleType {
+    fn name(&self) -> &'static str {
+        "console"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn parse(
+        &self,
+        _base: &str,
+        _keys: &BTreeMap<String, Value>,
+        _errors: &mut Vec<SettingError>,
+    ) -> OutputKind {
+        OutputKind::console()
+    }
+}
+
+impl OutputKind {
+    /// NDJSON on standard output.
+    pub fn console() -> OutputKind {
+        OutputKind::new(ConsoleSettings)
+    }
+}
+
+/// A `console` output has no settings of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSettings;
+
+impl SinkSettings for ConsoleSettings {
+    fn type_name(&self) -> &'static str {
+        "console"
+    }
+
+    fn open(&self) -> io::Result<Box<dyn Sink>> {
+        Ok(Box::new(Blocking::new(ConsoleSink::stdout())))
+    }
+
+    fn same_as(&self, other: &dyn SinkSettings) -> bool {
+        same(self, other)
+    }
+}
 
 /// Writes batches to standard output (or, in tests, to any writer).
 pub(super) struct ConsoleSink {
@@ -25,18 +77,24 @@ impl ConsoleSink {
 }
 
 impl BlockingSink for ConsoleSink {
-    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+    fn send(&mut self, out: &Outgoing) -> Answers {
         self.buf.clear();
-        for line in batch.pending() {
+        for line in out.lines() {
             self.buf.extend_from_slice(line);
         }
-        self.out.write_all(&self.buf)?;
-        self.out.flush()?;
-        batch.done = batch.lines.len();
+        let written = self
+            .out
+            .write_all(&self.buf)
+            .and_then(|()| self.out.flush());
         if self.buf.capacity() > 1 << 20 {
             self.buf = Vec::new();
         }
-        Ok(())
+        match written {
+            Ok(()) => Answers::delivered(out.len()),
+            // How much of a failed write reached the reader is unknown:
+            // all again.
+            Err(e) => Answers::written_then_failed(0, out.len(), format!("stdout: {e}")),
+        }
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -86,20 +144,11 @@ mod tests {
     }
 
     #[test]
-    fn console_writes_pending_lines_as_ndjson() {
+    fn console_writes_the_lines_it_is_given_as_ndjson() {
         let out = Shared::default();
         let mut sink = ConsoleSink::new(Box::new(out.clone()));
-        let mut batch = Batch {
-            lines: vec![
-                b"{\"a\":1}\n".to_vec(),
-                b"{\"b\":2}\n".to_vec(),
-                b"{}\n".to_vec(),
-            ],
-            done: 1,
-            ..Batch::default()
-        };
-        sink.write(&mut batch).unwrap();
-        assert_eq!(batch.done, 3);
+        let lines = Outgoing::of_lines(vec![b"{\"b\":2}\n".to_vec(), b"{}\n".to_vec()]);
+        assert_eq!(sink.send(&lines), Answers::delivered(2));
         assert_eq!(&*out.0.lock().unwrap(), b"{\"b\":2}\n{}\n");
         assert_eq!(sink.target(), "stdout");
     }

@@ -2,31 +2,44 @@
 //!
 //! Every output named in the policy's `outputs:` section gets a bounded
 //! queue and a writer task (for a network output, one lane per request in
-//! flight). Inputs hand events to an [`EventSender`],
-//! which waits while the queue is full and never drops an event; the writer
-//! takes whatever is queued in batches, writes each batch at once and keeps
-//! retrying a batch that failed until it is written. [`Outputs::shutdown`]
-//! closes the queues and lets the writers drain and flush.
+//! flight). Inputs hand events to an [`EventSender`], which waits while the
+//! queue is full and never drops an event. A sink (`sink::Sink`) only
+//! encodes, sends and answers per line (delivered, duplicate, retry, drop
+//! with a reason); the writer (`writer`) alone settles those answers for
+//! every sink: acknowledgements, retries with backoff, ended terms.
+//! [`Outputs::shutdown`] closes the queues and lets the writers drain and
+//! flush.
 //!
-//! Two kinds exist: `console` (NDJSON on standard output) and `file` (NDJSON
-//! in a directory, rotated by size like Beats' file output).
+//! Kinds: `console` (NDJSON on standard output), `file` (NDJSON in a
+//! directory, rotated by size like Beats' file output), `elasticsearch`
+//! and `otlp`.
 
+mod batch;
 mod budget;
 mod common;
 mod console;
 pub mod disk;
+mod disk_feed;
 pub mod elasticsearch;
 mod file;
 mod health;
+mod kind;
 mod metrics;
 pub mod otlp;
-mod queue;
+mod read;
 pub mod retry;
 mod running;
 mod settings;
+mod sink;
+mod types;
 mod wire;
+mod writer;
 
+pub use file::FileSettings;
 pub use health::{HealthState, OutputHealth};
+pub use kind::OutputKind;
 pub use metrics::OutputMetrics;
+pub(crate) use read::describe;
 pub use running::{Closed, EventSender, Outputs};
 pub use settings::*;
+pub use types::output_types;

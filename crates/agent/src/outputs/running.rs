@@ -10,11 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::ByteBudget;
 use super::metrics::OutputHandles;
+use super::settings::{MemoryLimits, OutputSettings, shared_disk_paths};
+use super::sink::Sink;
 #[cfg(test)]
-use super::queue::BlockingSink;
-use super::queue::{self, Blocking, Control, Sink};
-use super::settings::{MemoryLimits, OutputKind, OutputSettings, shared_disk_paths};
-use super::{OutputHealth, OutputMetrics, console, disk, elasticsearch, file, otlp};
+use super::sink::{Blocking, BlockingSink};
+use super::writer::{self, Control};
+use super::{OutputHealth, OutputMetrics, disk};
 use crate::pipeline::event::{Carried, Event};
 
 pub use crate::pipeline::queue::Closed;
@@ -255,22 +256,10 @@ impl Outputs {
         }
         let mut planned = Vec::with_capacity(settings.len());
         for s in settings {
-            let sink: Box<dyn Sink> = match &s.kind {
-                OutputKind::Console => Box::new(Blocking::new(console::ConsoleSink::stdout())),
-                OutputKind::File(f) => {
-                    Box::new(Blocking::new(file::FileSink::open(f.clone()).map_err(
-                        |e| std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name)),
-                    )?))
-                }
-                OutputKind::Elasticsearch(es) => Box::new(
-                    elasticsearch::ElasticsearchSink::new(&s.name, es.clone())
-                        .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
-                ),
-                OutputKind::Otlp(o) => Box::new(
-                    otlp::OtlpSink::new(&s.name, o.clone())
-                        .map_err(|e| std::io::Error::other(format!("output `{}`: {e}", s.name)))?,
-                ),
-            };
+            let sink = s
+                .kind
+                .open()
+                .map_err(|e| std::io::Error::new(e.kind(), format!("output `{}`: {e}", s.name)))?;
             let disk = match &s.disk {
                 None => None,
                 Some(d) => {
@@ -354,7 +343,7 @@ impl Outputs {
                 None => OutputQueue::Memory(tx),
                 Some(d) => {
                     let max = sink.max_batch().max(1);
-                    runtime.spawn(queue::feed_from_disk(
+                    runtime.spawn(super::disk_feed::feed_from_disk(
                         Arc::clone(&name),
                         Arc::clone(d),
                         tx,
@@ -367,7 +356,7 @@ impl Outputs {
                     OutputQueue::Disk(Arc::clone(d))
                 }
             };
-            let writer = runtime.spawn(queue::run_writer(
+            let writer = runtime.spawn(writer::run_writer(
                 Arc::clone(&name),
                 rx,
                 sink,

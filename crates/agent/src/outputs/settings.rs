@@ -2,33 +2,21 @@
 //! with each problem's key path, before anything runs.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 use leasehold_policy::Value;
 
-use super::{disk, elasticsearch, otlp};
+use super::disk;
+use super::kind::OutputKind;
+pub use super::read::SettingError;
+use super::read::{describe, given, int_in};
+use super::types::{self, output_types};
 use crate::units::parse_size;
-
-/// The output types this agent knows.
-pub const OUTPUT_TYPES: [&str; 4] = ["console", "elasticsearch", "file", "otlp"];
 
 /// Beats' default memory queue size.
 pub const DEFAULT_QUEUE_EVENTS: usize = 3200;
 /// The largest accepted `queue.mem.events`.
 pub const MAX_QUEUE_EVENTS: usize = 1 << 20;
-/// Default base name of the files of a file output.
-pub const DEFAULT_FILENAME: &str = "leasehold";
-/// Default size at which a file is rotated, in KiB (10 MiB).
-pub const DEFAULT_ROTATE_EVERY_KB: u64 = 10 * 1024;
-/// The largest accepted `rotate_every_kb` (1 TiB).
-pub const MAX_ROTATE_EVERY_KB: u64 = 1 << 30;
-/// Default number of files kept, the current one included.
-pub const DEFAULT_NUMBER_OF_FILES: usize = 7;
-/// The accepted range of `number_of_files`.
-pub const NUMBER_OF_FILES_RANGE: std::ops::RangeInclusive<usize> = 2..=1024;
-/// Default mode of created files.
-pub const DEFAULT_PERMISSIONS: u32 = 0o600;
 
 const QUEUE_EVENTS_KEY: &str = "queue.mem.events";
 const QUEUE_BYTES_KEY: &str = "queue.mem.bytes";
@@ -52,13 +40,6 @@ const COMMON_KEYS: [&str; 7] = [
     DISK_KEY,
     DISK_PATH_KEY,
     DISK_MAX_SIZE_KEY,
-];
-const FILE_KEYS: [&str; 5] = [
-    "path",
-    "filename",
-    "rotate_every_kb",
-    "number_of_files",
-    "permissions",
 ];
 /// Keys whose map values are read as nested settings (`queue: {mem: ...}`).
 const CONTAINER_KEYS: [&str; 7] = [
@@ -119,100 +100,6 @@ pub struct DiskSettings {
     pub max_size: u64,
 }
 
-/// The type of an output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputKind {
-    /// NDJSON on standard output.
-    Console,
-    /// NDJSON in rotated files.
-    File(FileSettings),
-    /// `_bulk` into Elasticsearch or OpenSearch.
-    Elasticsearch(elasticsearch::ElasticsearchSettings),
-    /// OTLP logs and metrics.
-    Otlp(otlp::OtlpSettings),
-}
-
-impl OutputKind {
-    /// The `type` this kind is written as.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            OutputKind::Console => "console",
-            OutputKind::File(_) => "file",
-            OutputKind::Elasticsearch(_) => "elasticsearch",
-            OutputKind::Otlp(_) => "otlp",
-        }
-    }
-}
-
-/// Settings of a `file` output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileSettings {
-    /// The directory the files are written to (created when missing).
-    pub path: PathBuf,
-    /// Base name: the current file is `<filename>.ndjson`.
-    pub filename: String,
-    /// Size a file may reach before the next line goes to a new one, in KiB.
-    pub rotate_every_kb: u64,
-    /// Files kept, the current one included.
-    pub number_of_files: usize,
-    /// Mode of the files created.
-    pub permissions: u32,
-}
-
-impl FileSettings {
-    /// Settings with every default and `path` as the directory.
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        FileSettings {
-            path: path.into(),
-            filename: DEFAULT_FILENAME.to_string(),
-            rotate_every_kb: DEFAULT_ROTATE_EVERY_KB,
-            number_of_files: DEFAULT_NUMBER_OF_FILES,
-            permissions: DEFAULT_PERMISSIONS,
-        }
-    }
-
-    /// The file being written: `<path>/<filename>.ndjson`.
-    pub fn current_file(&self) -> PathBuf {
-        self.path.join(format!("{}.ndjson", self.filename))
-    }
-
-    /// A rotated file: `<path>/<filename>.ndjson.<index>`, 1 the newest.
-    pub fn rotated_file(&self, index: usize) -> PathBuf {
-        self.path.join(format!("{}.ndjson.{index}", self.filename))
-    }
-
-    /// The rotation size in bytes.
-    pub fn rotate_bytes(&self) -> u64 {
-        self.rotate_every_kb.saturating_mul(1024)
-    }
-}
-
-/// A problem in the `outputs:` section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingError {
-    /// Dotted key path, e.g. `outputs.default.rotate_every_kb`.
-    pub path: String,
-    /// What is wrong and what is allowed.
-    pub message: String,
-}
-
-impl SettingError {
-    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        SettingError {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for SettingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-impl std::error::Error for SettingError {}
-
 /// Validates the `outputs:` section (the value under the key) and returns
 /// the outputs in the order they are written.
 ///
@@ -231,9 +118,11 @@ pub fn output_notes(section: &Value) -> Vec<(String, String)> {
         let base = format!("outputs.{name}");
         let mut keys = BTreeMap::new();
         flatten(&base, "", map, &mut keys, &mut Vec::new());
-        if matches!(given(&keys, "type"), Some(Value::Str(t)) if t == "elasticsearch") {
+        if let Some(Value::Str(t)) = given(&keys, "type")
+            && let Some(kind) = types::named(t)
+        {
             notes.extend(
-                elasticsearch::settings::notes(&keys)
+                kind.notes(&keys)
                     .into_iter()
                     .map(|(key, why)| (format!("{base}.{key}"), why)),
             );
@@ -320,7 +209,7 @@ fn parse_output(
                 &base,
                 format!(
                     "must be a map of settings with at least `type` (one of: {}), found {}",
-                    OUTPUT_TYPES.join(", "),
+                    output_types().join(", "),
                     other.type_name()
                 ),
             ));
@@ -332,8 +221,8 @@ fn parse_output(
     let get = |key: &str| given(&keys, key);
 
     let type_path = format!("{base}.type");
-    let known_types = OUTPUT_TYPES.join(", ");
-    let kind_name = match get("type") {
+    let known_types = output_types().join(", ");
+    let output_type = match get("type") {
         None => {
             errors.push(SettingError::new(
                 &type_path,
@@ -341,7 +230,7 @@ fn parse_output(
             ));
             None
         }
-        Some(Value::Str(t)) if OUTPUT_TYPES.contains(&t.as_str()) => Some(t.as_str()),
+        Some(Value::Str(t)) if types::named(t).is_some() => types::named(t),
         Some(Value::Str(t)) => {
             errors.push(SettingError::new(
                 &type_path,
@@ -377,25 +266,12 @@ fn parse_output(
     let memory = parse_memory(&base, &keys, disk.is_some(), errors);
 
     // The keys of an unknown type cannot be judged: only its `type` is named.
-    let kind_name = kind_name?;
-    let known: Vec<&str> = match kind_name {
-        "file" => COMMON_KEYS
-            .iter()
-            .chain(FILE_KEYS.iter())
-            .copied()
-            .collect(),
-        "elasticsearch" => COMMON_KEYS
-            .iter()
-            .chain(elasticsearch::settings::KEYS.iter())
-            .copied()
-            .collect(),
-        "otlp" => COMMON_KEYS
-            .iter()
-            .chain(otlp::settings::KEYS.iter())
-            .copied()
-            .collect(),
-        _ => COMMON_KEYS.to_vec(),
-    };
+    let output_type = output_type?;
+    let known: Vec<&str> = COMMON_KEYS
+        .iter()
+        .chain(output_type.keys())
+        .copied()
+        .collect();
     for key in keys.keys() {
         if !known.contains(&key.as_str()) {
             let mut sorted = known.clone();
@@ -403,29 +279,18 @@ fn parse_output(
             errors.push(SettingError::new(
                 format!("{base}.{key}"),
                 format!(
-                    "unknown key for a {kind_name} output; known keys: {}",
+                    "unknown key for a {} output; known keys: {}",
+                    output_type.name(),
                     sorted.join(", ")
                 ),
             ));
         }
     }
-
-    let kind = match kind_name {
-        "file" => OutputKind::File(parse_file(&base, &keys, errors)),
-        "elasticsearch" => {
-            OutputKind::Elasticsearch(elasticsearch::settings::parse(&base, &keys, errors))
-        }
-        "otlp" => OutputKind::Otlp(otlp::settings::parse(&base, &keys, errors)),
-        _ => OutputKind::Console,
-    };
+    let kind = output_type.parse(&base, &keys, errors);
     if errors.len() > before {
         return None;
     }
-    // An Elastic preset sizes the queue too.
-    let queue_events = match &kind {
-        OutputKind::Elasticsearch(es) => es.preset.map_or(queue_events, |p| p.queue_events),
-        _ => queue_events,
-    };
+    let queue_events = kind.queue_events(queue_events);
     Some(OutputSettings {
         name: name.to_string(),
         kind,
@@ -592,158 +457,12 @@ fn parse_disk(
     Some(d)
 }
 
-fn parse_file(
-    base: &str,
-    keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
-) -> FileSettings {
-    let get = |key: &str| given(keys, key);
-    let mut s = FileSettings::new("");
-    let path_key = format!("{base}.path");
-    match get("path") {
-        None => errors.push(SettingError::new(
-            &path_key,
-            "required for a file output: the directory the files are written to",
-        )),
-        Some(Value::Str(p)) if !p.is_empty() && !p.contains('\0') => s.path = PathBuf::from(p),
-        Some(other) => errors.push(SettingError::new(
-            &path_key,
-            format!(
-                "must be a non-empty string naming a directory, found {}",
-                describe(other)
-            ),
-        )),
-    }
-    if let Some(v) = get("filename") {
-        match v {
-            Value::Str(f) if valid_filename(f) => s.filename = f.clone(),
-            other => errors.push(SettingError::new(
-                format!("{base}.filename"),
-                format!(
-                    "must be a non-empty file name without `/` (not `.` or `..`), found {}",
-                    describe(other)
-                ),
-            )),
-        }
-    }
-    if let Some(v) = get("rotate_every_kb")
-        && let Some(n) = int_in(
-            &format!("{base}.rotate_every_kb"),
-            v,
-            1,
-            MAX_ROTATE_EVERY_KB as i64,
-            errors,
-        )
-    {
-        s.rotate_every_kb = n as u64;
-    }
-    if let Some(v) = get("number_of_files")
-        && let Some(n) = int_in(
-            &format!("{base}.number_of_files"),
-            v,
-            *NUMBER_OF_FILES_RANGE.start() as i64,
-            *NUMBER_OF_FILES_RANGE.end() as i64,
-            errors,
-        )
-    {
-        s.number_of_files = n as usize;
-    }
-    if let Some(v) = get("permissions") {
-        match parse_mode(v) {
-            Some(mode) => s.permissions = mode,
-            None => errors.push(SettingError::new(
-                format!("{base}.permissions"),
-                format!(
-                    "must be a file mode from 0 to 0777: an octal string such as \"0600\", \
-                     or an octal YAML number such as 0600; found {}",
-                    describe(v)
-                ),
-            )),
-        }
-    }
-    s
-}
-
-/// A setting's value; null counts as not given.
-pub(crate) fn given<'a>(keys: &'a BTreeMap<String, Value>, key: &str) -> Option<&'a Value> {
-    keys.get(key).filter(|v| !matches!(v, Value::Null))
-}
-
-fn valid_filename(f: &str) -> bool {
-    !f.is_empty() && f != "." && f != ".." && !f.contains('/') && !f.contains('\0')
-}
-
-/// A file mode from an integer (already the mode, as YAML reads `0600`) or
-/// an octal string (`"0600"`, `"600"`, `"0o600"`).
-fn parse_mode(v: &Value) -> Option<u32> {
-    let mode = match v {
-        Value::Int(i) => u32::try_from(*i).ok()?,
-        Value::Str(s) => {
-            let digits = s.strip_prefix("0o").unwrap_or(s);
-            if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
-                return None;
-            }
-            u32::from_str_radix(digits, 8).ok()?
-        }
-        _ => return None,
-    };
-    (mode <= 0o777).then_some(mode)
-}
-
-/// An integer within `lo..=hi`, or `None` after recording the problem.
-pub(crate) fn int_in(
-    path: &str,
-    v: &Value,
-    lo: i64,
-    hi: i64,
-    errors: &mut Vec<SettingError>,
-) -> Option<i64> {
-    match v {
-        Value::Int(i) if (lo..=hi).contains(i) => Some(*i),
-        other => {
-            errors.push(SettingError::new(
-                path,
-                format!(
-                    "must be an integer from {lo} to {hi}, found {}",
-                    describe_at(path, other)
-                ),
-            ));
-            None
-        }
-    }
-}
-
-/// The value of setting `key` as quoted in messages: like [`describe`],
-/// but the value of a secret key (a password, an API key, a token) is
-/// never quoted, only its type: messages end up in logs and `/status`.
-pub(crate) fn describe_at(key: &str, v: &Value) -> String {
-    if crate::redact::is_secret_key(key) {
-        let t = v.type_name();
-        let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
-            "an"
-        } else {
-            "a"
-        };
-        format!("{article} {t}")
-    } else {
-        describe(v)
-    }
-}
-
-/// A value as quoted in messages: scalars by value, collections by type.
-/// For a setting that may be secret use [`describe_at`].
-pub(crate) fn describe(v: &Value) -> String {
-    match v {
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Str(s) => format!("{s:?}"),
-        other => other.type_name().to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::elasticsearch::ElasticsearchSettings;
+    use super::super::file::FileSettings;
+    use super::super::file::settings::DEFAULT_FILENAME;
+    use super::super::otlp::{self, OtlpSettings};
     use super::*;
 
     fn section(yaml: &str) -> Value {
@@ -772,7 +491,7 @@ mod tests {
             "outputs:\n  default:\n    type: elasticsearch\n    hosts: ['es-1:9200', 'https://es-2']\n    protocol: https\n    path: /prefix/\n    username: elastic\n    password: changeme\n    headers: {X-Tenant: blue}\n    ssl: {verification_mode: none}\n    compression_level: 0\n    bulk_max_size: 50\n    worker: 3\n    timeout: 5s\n    backoff: {init: 500ms, max: 20s}\n    queue.disk: {max_size: 64MiB, path: /var/q}\n",
         )
         .unwrap();
-        let OutputKind::Elasticsearch(es) = &outs[0].kind else {
+        let Some(es) = outs[0].kind.get::<ElasticsearchSettings>() else {
             panic!("not elasticsearch: {:?}", outs[0].kind)
         };
         assert_eq!(
@@ -798,9 +517,7 @@ mod tests {
         let defaults =
             parse("outputs:\n  default:\n    type: elasticsearch\n    hosts: [localhost]\n")
                 .unwrap();
-        let OutputKind::Elasticsearch(es) = &defaults[0].kind else {
-            panic!()
-        };
+        let es = defaults[0].kind.get::<ElasticsearchSettings>().unwrap();
         assert_eq!(es.hosts, ["http://localhost:9200"]);
         assert_eq!(
             (es.bulk_max_size, es.compression_level, es.worker),
@@ -836,9 +553,7 @@ mod tests {
             "outputs:\n  default:\n    type: otlp\n    endpoint: http://127.0.0.1:4318/\n    protocol: http/protobuf\n    headers: {Authorization: Bearer x}\n    compression: none\n    tls: {insecure_skip_verify: true}\n",
         )
         .unwrap();
-        let OutputKind::Otlp(o) = &outs[0].kind else {
-            panic!()
-        };
+        let o = outs[0].kind.get::<OtlpSettings>().unwrap();
         assert_eq!(o.endpoint, "http://127.0.0.1:4318");
         assert_eq!(o.protocol, otlp::settings::Protocol::HttpProtobuf);
         assert_eq!(
@@ -850,10 +565,9 @@ mod tests {
     }
 
     fn file_of(o: &OutputSettings) -> &FileSettings {
-        match &o.kind {
-            OutputKind::File(f) => f,
-            other => panic!("{} is a {} output", o.name, other.type_name()),
-        }
+        o.kind
+            .get::<FileSettings>()
+            .unwrap_or_else(|| panic!("{} is a {} output", o.name, o.kind.type_name()))
     }
 
     #[test]
@@ -867,7 +581,7 @@ mod tests {
         assert_eq!(outs[0].queue_events, DEFAULT_QUEUE_EVENTS);
         assert_eq!(
             outs[0].kind,
-            OutputKind::File(FileSettings::new("/var/lib/leasehold/out"))
+            OutputKind::file(FileSettings::new("/var/lib/leasehold/out"))
         );
         let f = file_of(&outs[0]);
         assert_eq!(f.filename, "leasehold");
@@ -883,7 +597,7 @@ mod tests {
             PathBuf::from("/var/lib/leasehold/out/leasehold.ndjson.2")
         );
         assert_eq!(outs[1].name, "other");
-        assert_eq!(outs[1].kind, OutputKind::Console);
+        assert_eq!(outs[1].kind, OutputKind::console());
         assert_eq!(outs[1].kind.type_name(), "console");
     }
 
@@ -892,12 +606,10 @@ mod tests {
     /// `custom` leaves them alone; `loadbalance` is accepted.
     #[test]
     fn an_elastic_preset_sizes_batches_requests_and_the_queue() {
-        let es = |yaml: &str| -> (elasticsearch::settings::ElasticsearchSettings, usize) {
+        let es = |yaml: &str| -> (ElasticsearchSettings, usize) {
             let outs = parse(yaml).unwrap();
-            match &outs[0].kind {
-                OutputKind::Elasticsearch(e) => (e.clone(), outs[0].queue_events),
-                other => panic!("{other:?}"),
-            }
+            let e = outs[0].kind.get::<ElasticsearchSettings>().unwrap();
+            (e.clone(), outs[0].queue_events)
         };
         let base = "outputs:\n  default:\n    type: elasticsearch\n    hosts: [localhost]\n";
         let (e, queue) = es(&format!(

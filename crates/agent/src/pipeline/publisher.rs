@@ -643,7 +643,7 @@ mod tests {
         Outputs::start(
             vec![OutputSettings {
                 name: "default".into(),
-                kind: OutputKind::File(FileSettings::new(dir)),
+                kind: OutputKind::file(FileSettings::new(dir)),
                 queue_events: 8,
                 memory: Default::default(),
                 disk: None,

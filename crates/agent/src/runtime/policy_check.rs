@@ -59,7 +59,7 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
                     message,
                     hint: Some(format!(
                         "available output types: {}",
-                        crate::outputs::OUTPUT_TYPES.join(", ")
+                        crate::outputs::output_types().join(", ")
                     )),
                 });
             }

@@ -17,6 +17,7 @@ mod client;
 mod request_size;
 pub mod settings;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,13 +26,64 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use hyper::StatusCode;
 
-use super::queue::{Batch, Sink};
+use leasehold_policy::Value;
+
+use super::kind::{OutputKind, OutputType, SinkSettings, same};
+use super::read::SettingError;
+use super::sink::{Answer, Answers, Outgoing, Sink};
 use bulk::ItemAnswer;
 use client::{Client, RequestError, status_error};
 use request_size::RequestSize;
 pub use settings::ElasticsearchSettings;
 
 use crate::redact::Redactor;
+
+/// The `elasticsearch` output type.
+pub(crate) struct ElasticsearchType;
+
+impl OutputType for ElasticsearchType {
+    fn name(&self) -> &'static str {
+        "elasticsearch"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &settings::KEYS
+    }
+
+    fn parse(
+        &self,
+        base: &str,
+        keys: &BTreeMap<String, Value>,
+        errors: &mut Vec<SettingError>,
+    ) -> OutputKind {
+        OutputKind::new(settings::parse(base, keys, errors))
+    }
+
+    fn notes(&self, keys: &BTreeMap<String, Value>) -> Vec<(&'static str, String)> {
+        settings::notes(keys)
+    }
+}
+
+impl SinkSettings for ElasticsearchSettings {
+    fn type_name(&self) -> &'static str {
+        "elasticsearch"
+    }
+
+    fn open(&self) -> io::Result<Box<dyn Sink>> {
+        Ok(Box::new(
+            ElasticsearchSink::new(self.clone()).map_err(io::Error::other)?,
+        ))
+    }
+
+    /// An Elastic preset sizes the queue too.
+    fn queue_events(&self, configured: usize) -> usize {
+        self.preset.map_or(configured, |p| p.queue_events)
+    }
+
+    fn same_as(&self, other: &dyn SinkSettings) -> bool {
+        same(self, other)
+    }
+}
 
 /// Requests per worker in one batch when the sink is its writer's only
 /// lane (a disk queue, read in order): the writer waits for a whole batch
@@ -43,7 +95,6 @@ const REQUESTS_PER_WORKER: usize = 4;
 /// The sink of one `elasticsearch` output (a clone is another lane of it).
 #[derive(Clone)]
 pub(super) struct ElasticsearchSink {
-    name: Arc<str>,
     client: Arc<Client>,
     bulk_max_size: usize,
     worker: usize,
@@ -61,14 +112,13 @@ pub(super) struct ElasticsearchSink {
 
 impl ElasticsearchSink {
     /// A sink for `settings`; errors name the setting that cannot be used.
-    pub(super) fn new(name: &str, settings: ElasticsearchSettings) -> Result<Self, String> {
+    pub(super) fn new(settings: ElasticsearchSettings) -> Result<Self, String> {
         let bulk_max_size = settings.bulk_max_size.max(1);
         let worker = settings.worker.max(1);
         let backoff = (settings.backoff_init, settings.backoff_max);
         let redactor = settings.redactor();
         Ok(ElasticsearchSink {
             redactor,
-            name: name.into(),
             client: Arc::new(Client::new(settings)?),
             bulk_max_size,
             worker,
@@ -83,11 +133,11 @@ impl ElasticsearchSink {
         if self.lane { 1 } else { self.worker }
     }
 
-    /// Sends the pending lines in requests of `request_size`,
-    /// [`Self::in_flight`] at a time, and returns each line's outcome (`None`: not known to be
+    /// Sends the lines in requests of `request_size`, [`Self::in_flight`]
+    /// at a time, and returns each line's outcome (`None`: not known to be
     /// written, retry) with the first whole-request error.
-    async fn send(&self, batch: &Batch) -> (Vec<Option<ItemAnswer>>, Option<String>) {
-        let lines = batch.pending();
+    async fn bulk(&self, out: &Outgoing) -> (Vec<Option<ItemAnswer>>, Option<String>) {
+        let lines = out.lines();
         let mut outcomes: Vec<Option<ItemAnswer>> = vec![None; lines.len()];
         if let Err(e) = self.client.server().await {
             if matches!(e, RequestError::Unreachable(_)) {
@@ -118,7 +168,7 @@ impl ElasticsearchSink {
                 Box::pin(async move {
                     let mut body = Vec::with_capacity(chunk.iter().map(|l| l.len() + 64).sum());
                     for (k, line) in chunk.iter().enumerate() {
-                        bulk::append(&mut body, line, batch.pending_meta(start + k));
+                        bulk::append(&mut body, line, out.meta(start + k));
                     }
                     (start, chunk.len(), client.bulk(body, chunk.len()).await)
                 })
@@ -168,10 +218,10 @@ impl ElasticsearchSink {
 }
 
 impl Sink for ElasticsearchSink {
-    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
+    fn send(&mut self, out: Arc<Outgoing>) -> BoxFuture<'_, Answers> {
         Box::pin(async move {
-            let (outcomes, request_error) = self.send(batch).await;
-            self.settle(batch, outcomes, request_error)
+            let (outcomes, request_error) = self.bulk(&out).await;
+            self.answers(outcomes, request_error)
         })
     }
 
@@ -204,62 +254,36 @@ impl Sink for ElasticsearchSink {
 }
 
 impl ElasticsearchSink {
-    /// Settles `batch`'s pending lines by what the server answered.
-    fn settle(
-        &self,
-        batch: &mut Batch,
-        outcomes: Vec<Option<ItemAnswer>>,
-        request_error: Option<String>,
-    ) -> io::Result<()> {
-        let mut settled = Vec::with_capacity(outcomes.len());
-        let mut dropped: Vec<(u16, String)> = Vec::new();
+    /// The server's answers as the writer takes them: per document, and
+    /// why those left to retry were not taken (redacted).
+    fn answers(&self, outcomes: Vec<Option<ItemAnswer>>, request_error: Option<String>) -> Answers {
         let mut item_retry: Option<(u16, String)> = None;
-        for (k, outcome) in outcomes.into_iter().enumerate() {
-            settled.push(match outcome {
-                Some(ItemAnswer::Written) => true,
-                Some(ItemAnswer::Duplicate) => {
-                    batch.duplicates += 1;
-                    true
-                }
+        let lines = outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                Some(ItemAnswer::Written) => Answer::Delivered,
+                Some(ItemAnswer::Duplicate) => Answer::Duplicate,
                 Some(ItemAnswer::Dropped { status, reason }) => {
-                    batch.drop_pending(k);
-                    dropped.push((status, reason));
-                    true
+                    Answer::Drop(format!("HTTP {status}: {}", self.redactor.redact(&reason)).into())
                 }
                 Some(ItemAnswer::Retry { status, reason }) => {
                     item_retry.get_or_insert((status, reason));
-                    false
+                    Answer::Retry
                 }
-                None => false,
-            });
-        }
-        if let Some((status, reason)) = dropped.last() {
-            batch.drop_reason = Some(format!("HTTP {status}: {}", self.redactor.redact(reason)));
-        }
-        if let Some((status, reason)) = dropped.first() {
-            tracing::warn!(
-                output = %self.name,
-                dropped = dropped.len(),
-                status = status,
-                first_reason = %self.redactor.redact(reason),
-                "documents refused for good by the server were dropped (counted in leasehold_output_events_dropped_total)",
-            );
-        }
-        batch.settle(&settled);
-        let left = batch.remaining();
-        if left == 0 {
-            return Ok(());
-        }
-        let why = match (request_error, item_retry) {
-            (Some(e), _) => e,
-            (None, Some((status, reason))) => {
-                format!("the server refused documents for now (HTTP {status}: {reason})")
-            }
-            (None, None) => "no answer for some documents".to_string(),
+                None => Answer::Retry,
+            })
+            .collect::<Vec<_>>();
+        let error = match (request_error, item_retry) {
+            (Some(e), _) => Some(e),
+            (None, Some((status, reason))) => Some(format!(
+                "the server refused documents for now (HTTP {status}: {reason})"
+            )),
+            (None, None) => None,
         };
-        Err(io::Error::other(format!(
-            "{left} documents not written: {}",
-            self.redactor.redact(&why)
-        )))
+        Answers {
+            lines,
+            error: error.map(|e| self.redactor.redact(&e)),
+            retry_after: None,
+        }
     }
 }

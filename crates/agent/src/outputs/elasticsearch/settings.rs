@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::super::{SettingError, common, describe, describe_at, given, int_in};
+use super::super::common;
+use super::super::read::{SettingError, describe, describe_at, given, int_in};
 use crate::redact::{self, Redactor};
 use crate::tls::Verification;
 

@@ -15,22 +15,65 @@ mod grpc;
 pub mod settings;
 mod transport;
 
+use std::collections::BTreeMap;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 
-use super::queue::{Batch, Sink};
+use leasehold_policy::Value;
+
+use super::kind::{OutputKind, OutputType, SinkSettings, same};
+use super::read::SettingError;
+use super::sink::{Answer, Answers, Outgoing, Sink};
 use crate::redact::Redactor;
 use encode::{LogsEncoder, Pushed};
 pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
+/// The `otlp` output type.
+pub(crate) struct OtlpType;
+
+impl OutputType for OtlpType {
+    fn name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &settings::KEYS
+    }
+
+    fn parse(
+        &self,
+        base: &str,
+        keys: &BTreeMap<String, Value>,
+        errors: &mut Vec<SettingError>,
+    ) -> OutputKind {
+        OutputKind::new(settings::parse(base, keys, errors))
+    }
+}
+
+impl SinkSettings for OtlpSettings {
+    fn type_name(&self) -> &'static str {
+        "otlp"
+    }
+
+    fn open(&self) -> io::Result<Box<dyn Sink>> {
+        Ok(Box::new(
+            OtlpSink::new(self.clone()).map_err(io::Error::other)?,
+        ))
+    }
+
+    fn same_as(&self, other: &dyn SinkSettings) -> bool {
+        same(self, other)
+    }
+}
+
 /// The sink of one `otlp` output (a clone is another lane of it).
 #[derive(Clone)]
 pub(super) struct OtlpSink {
-    name: String,
     endpoint: String,
     transport: Transport,
     bulk_max_size: usize,
@@ -48,10 +91,9 @@ pub(super) struct OtlpSink {
 impl OtlpSink {
     /// A sink for `settings`; errors name the setting that cannot be used.
     /// Connections are made on first use.
-    pub(super) fn new(name: &str, settings: OtlpSettings) -> Result<Self, String> {
+    pub(super) fn new(settings: OtlpSettings) -> Result<Self, String> {
         let transport = Transport::new(&settings)?;
         Ok(OtlpSink {
-            name: name.to_string(),
             endpoint: settings.endpoint.clone(),
             transport,
             bulk_max_size: settings.bulk_max_size.max(1),
@@ -150,8 +192,8 @@ enum Sent {
 }
 
 impl Sink for OtlpSink {
-    fn write<'a>(&'a mut self, batch: &'a mut Batch) -> BoxFuture<'a, io::Result<()>> {
-        Box::pin(self.export(batch))
+    fn send(&mut self, out: Arc<Outgoing>) -> BoxFuture<'_, Answers> {
+        Box::pin(async move { self.export(&out).await })
     }
 
     fn sync(&mut self) -> BoxFuture<'_, io::Result<()>> {
@@ -184,18 +226,18 @@ impl OtlpSink {
         if self.lane { 1 } else { self.num_consumers }
     }
 
-    /// Exports the pending lines of `batch`, in requests of
-    /// `bulk_max_size` with [`Self::in_flight`] in flight, and settles them by
-    /// the answers.
-    async fn export(&mut self, batch: &mut Batch) -> io::Result<()> {
+    /// Exports the lines, in requests of `bulk_max_size` with
+    /// [`Self::in_flight`] in flight, and answers per line by what the
+    /// receiver said of each request.
+    async fn export(&self, out: &Outgoing) -> Answers {
         let now_ns = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0);
-        let n = batch.remaining();
+        let n = out.len();
         let size = self.bulk_max_size;
         let transport = &self.transport;
         // Boxed so the requests' future is `Send` for every lifetime of
-        // the batch (as the `elasticsearch` output's).
-        let requests: Vec<BoxFuture<'_, Vec<Part>>> = batch
-            .pending()
+        // the lines (as the `elasticsearch` output's).
+        let requests: Vec<BoxFuture<'_, Vec<Part>>> = out
+            .lines()
             .chunks(size)
             .enumerate()
             .map(|(c, chunk)| -> BoxFuture<'_, Vec<Part>> {
@@ -209,7 +251,7 @@ impl OtlpSink {
         }
         drop(answers);
 
-        let mut settled = vec![false; n];
+        let mut lines = vec![Answer::Retry; n];
         let mut error: Option<ExportError> = None;
         // What a partial success counts: log records are documents; metric
         // documents carry several data points each, and the receiver counts
@@ -221,11 +263,10 @@ impl OtlpSink {
             sent,
         } in parts
         {
-            let indexes = &indexes;
             match sent {
                 Sent::Accepted(rejected) => {
-                    for &i in indexes {
-                        settled[i] = true;
+                    for &i in &indexes {
+                        lines[i] = Answer::Delivered;
                     }
                     if rejected > 0 {
                         // Which items were rejected is not said: count the
@@ -235,42 +276,31 @@ impl OtlpSink {
                             .saturating_mul(indexes.len())
                             .div_ceil(units.max(1))
                             .min(indexes.len());
+                        let why: Arc<str> = format!(
+                            "the receiver rejected {rejected} of {units} {what} (partial success)"
+                        )
+                        .into();
                         // Which ones is not said either: the last ones.
                         for &i in &indexes[indexes.len() - docs..] {
-                            batch.drop_pending(i);
+                            lines[i] = Answer::Drop(Arc::clone(&why));
                         }
-                        batch.drop_reason = Some(format!(
-                            "the receiver rejected {rejected} of {units} {what} (partial success)"
-                        ));
-                        tracing::warn!(output = %self.name, rejected, of = units, documents = docs, "the receiver rejected some {what} (partial success); their documents are dropped and counted");
                     }
                 }
                 Sent::Failed(e) if !e.retryable => {
-                    for &i in indexes {
-                        settled[i] = true;
+                    let why: Arc<str> = self.redactor.redact(&e.message).into();
+                    for &i in &indexes {
+                        lines[i] = Answer::Drop(Arc::clone(&why));
                     }
-                    for &i in indexes {
-                        batch.drop_pending(i);
-                    }
-                    batch.drop_reason = Some(self.redactor.redact(&e.message));
-                    tracing::warn!(output = %self.name, dropped = indexes.len(), error = %self.redactor.redact(&e.message), "the receiver refused {what} for good; they are dropped and counted");
                 }
                 Sent::Failed(e) => {
                     error.get_or_insert(e);
                 }
             }
         }
-        batch.settle(&settled);
-        match error {
-            None => Ok(()),
-            Some(e) => {
-                batch.retry_after = e.retry_after;
-                Err(io::Error::other(format!(
-                    "{} events not exported: {}",
-                    batch.remaining(),
-                    self.redactor.redact(&e.message)
-                )))
-            }
+        Answers {
+            lines,
+            retry_after: error.as_ref().and_then(|e| e.retry_after),
+            error: error.map(|e| self.redactor.redact(&e.message)),
         }
     }
 }

@@ -12,8 +12,60 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::FileSettings;
-use super::queue::{Batch, BlockingSink};
+use std::collections::BTreeMap;
+
+use leasehold_policy::Value;
+
+use super::kind::{OutputKind, OutputType, SinkSettings, same};
+use super::read::SettingError;
+use super::sink::{Answers, Blocking, BlockingSink, Outgoing, Sink};
+
+pub mod settings;
+
+pub use settings::FileSettings;
+
+/// The `file` output type.
+pub(crate) struct FileType;
+
+impl OutputType for FileType {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &settings::KEYS
+    }
+
+    fn parse(
+        &self,
+        base: &str,
+        keys: &BTreeMap<String, Value>,
+        errors: &mut Vec<SettingError>,
+    ) -> OutputKind {
+        OutputKind::file(settings::parse(base, keys, errors))
+    }
+}
+
+impl OutputKind {
+    /// NDJSON in rotated files.
+    pub fn file(settings: FileSettings) -> OutputKind {
+        OutputKind::new(settings)
+    }
+}
+
+impl SinkSettings for FileSettings {
+    fn type_name(&self) -> &'static str {
+        "file"
+    }
+
+    fn open(&self) -> io::Result<Box<dyn Sink>> {
+        Ok(Box::new(Blocking::new(FileSink::open(self.clone())?)))
+    }
+
+    fn same_as(&self, other: &dyn SinkSettings) -> bool {
+        same(self, other)
+    }
+}
 
 /// Mode of the directory when the output creates it.
 const DIR_MODE: u32 = 0o750;
@@ -107,17 +159,20 @@ impl FileSink {
     }
 }
 
-impl BlockingSink for FileSink {
-    fn write(&mut self, batch: &mut Batch) -> io::Result<()> {
+impl FileSink {
+    /// Writes `lines[*done..]`, rotating by size, and moves `done` past
+    /// every line written whole, also when failing part way (a partly
+    /// written chunk is taken back so the retry writes each line once).
+    fn write_from(&mut self, lines: &[Vec<u8>], done: &mut usize) -> io::Result<()> {
         let limit = self.settings.rotate_bytes();
-        while batch.done < batch.lines.len() {
+        while *done < lines.len() {
             if self.file.is_none() {
                 self.open_current()?;
             }
             self.buf.clear();
             let mut size = self.size;
-            let mut end = batch.done;
-            for line in batch.pending() {
+            let mut end = *done;
+            for line in &lines[*done..] {
                 let len = line.len() as u64;
                 if size > 0 && size + len > limit {
                     break;
@@ -126,7 +181,7 @@ impl BlockingSink for FileSink {
                 size += len;
                 end += 1;
             }
-            if end == batch.done {
+            if end == *done {
                 self.rotate()?;
                 continue;
             }
@@ -134,19 +189,28 @@ impl BlockingSink for FileSink {
                 continue;
             };
             if let Err(e) = file.write_all(&self.buf) {
-                // Take back a partly written chunk so the retry writes each
-                // line once; reopen on the next attempt.
                 let _ = file.set_len(self.size);
                 self.file = None;
                 return Err(at(&self.current)(e));
             }
             self.size = size;
-            batch.done = end;
+            *done = end;
+        }
+        Ok(())
+    }
+}
+
+impl BlockingSink for FileSink {
+    fn send(&mut self, out: &Outgoing) -> Answers {
+        let lines = out.lines();
+        let mut done = 0;
+        if let Err(e) = self.write_from(lines, &mut done) {
+            return Answers::written_then_failed(done, lines.len(), e.to_string());
         }
         if self.buf.capacity() > 4 << 20 {
             self.buf = Vec::new();
         }
-        Ok(())
+        Answers::delivered(lines.len())
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -273,13 +337,8 @@ pub(super) mod tests {
     fn write_lines(sink: &mut FileSink, range: std::ops::Range<usize>, per_batch: usize) {
         let all: Vec<usize> = range.collect();
         for chunk in all.chunks(per_batch) {
-            let mut batch = Batch {
-                lines: chunk.iter().map(|n| line(*n)).collect(),
-                done: 0,
-                ..Batch::default()
-            };
-            sink.write(&mut batch).unwrap();
-            assert_eq!(batch.done, chunk.len());
+            let out = Outgoing::of_lines(chunk.iter().map(|n| line(*n)).collect());
+            assert_eq!(sink.send(&out), Answers::delivered(chunk.len()));
         }
     }
 
@@ -346,12 +405,8 @@ pub(super) mod tests {
         let mut sink = FileSink::open(s.clone()).unwrap();
         let mut long = vec![b'x'; 3000];
         long.push(b'\n');
-        let mut batch = Batch {
-            lines: vec![line(0), long.clone(), line(1)],
-            done: 0,
-            ..Batch::default()
-        };
-        sink.write(&mut batch).unwrap();
+        let out = Outgoing::of_lines(vec![line(0), long.clone(), line(1)]);
+        assert_eq!(sink.send(&out), Answers::delivered(3));
         assert_eq!(lines_of(&s.rotated_file(2)), [line(0)]);
         assert_eq!(lines_of(&s.rotated_file(1)), [long]);
         assert_eq!(lines_of(&s.current_file()), [line(1)]);
@@ -398,27 +453,32 @@ pub(super) mod tests {
 
     #[test]
     fn a_failed_rotation_keeps_its_place_and_the_retry_writes_each_line_once() {
+        use super::super::sink::Answer;
         let dir = tempfile::tempdir().unwrap();
         let s = settings(dir.path(), 3);
         let mut sink = FileSink::open(s.clone()).unwrap();
         let blocker = RotationBlocker::install(&s);
-        let mut batch = Batch {
-            lines: (0..25).map(line).collect(),
-            done: 0,
-            ..Batch::default()
+        let delivered = |a: &Answers| {
+            a.lines
+                .iter()
+                .take_while(|l| **l == Answer::Delivered)
+                .count()
         };
-        let err = sink.write(&mut batch).unwrap_err();
-        assert!(
-            err.to_string().contains(&*s.path.to_string_lossy()),
-            "{err}"
+        let answers = sink.send(&Outgoing::of_lines((0..25).map(line).collect()));
+        let err = answers.error.clone().unwrap();
+        assert!(err.contains(&*s.path.to_string_lossy()), "{err}");
+        assert_eq!(
+            delivered(&answers),
+            10,
+            "the lines before the rotation are written"
         );
-        assert_eq!(batch.done, 10, "the lines before the rotation are written");
-        // Failing again changes nothing.
-        sink.write(&mut batch).unwrap_err();
-        assert_eq!(batch.done, 10);
+        assert_eq!(answers.lines.len(), 25);
+        assert!(answers.lines[10..].iter().all(|l| *l == Answer::Retry));
+        // Failing again writes nothing.
+        let rest = Outgoing::of_lines((10..25).map(line).collect());
+        assert_eq!(delivered(&sink.send(&rest)), 0);
         blocker.remove();
-        sink.write(&mut batch).unwrap();
-        assert_eq!(batch.done, 25);
+        assert_eq!(sink.send(&rest), Answers::delivered(15));
         assert_eq!(all_lines(&s), (0..25).map(line).collect::<Vec<_>>());
     }
 

@@ -461,15 +461,15 @@ async fn one_schedule(seed: u64) -> (usize, u64, u64) {
                 _ => None,
             })
             .collect();
-        // Settled: one leader, and the Lease names it with its term (an
+        // Converged: one leader, and the Lease names it with its term (an
         // edit in the last instant of the faults may still be in flight).
-        let settled = leaders.len() == 1
+        let converged = leaders.len() == 1
             && server.lock().unwrap().lease.as_ref().is_some_and(|(_, r)| {
                 r.holder == leaders[0] && r.transitions.is_some() && r.duration_secs == Some(3)
             });
         // Requests answered with a loss during the faults hang until their
         // call timeout: wait those out before judging the shutdown.
-        if settled && healed.elapsed() > t.call_timeout() * 2 {
+        if converged && healed.elapsed() > t.call_timeout() * 2 {
             break;
         }
         assert!(

@@ -55,7 +55,7 @@
 //!   current record and no create is on its way, and no process starts
 //!   for the deleted record's duration (`LEASEHOLD_SIM_DELETE_ANYTIME=1`
 //!   drops these precautions and shows the overlaps);
-//! - a write that lands after the shutdown's settling read is not known
+//! - a write that lands after the shutdown's resolving read is not known
 //!   to the stopping instance.
 //!
 //! `LEASEHOLD_SIM_SEED=<n>` replays one schedule (printed on failure);

@@ -8,7 +8,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::sink::{Answer, Answers, Outgoing, retain_flagged};
 use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, TermFence};
+use crate::pipeline::event::{Event, GatedTerm};
 
 /// Events not settled yet, in the order they were taken.
 #[derive(Debug, Default)]
@@ -19,7 +19,7 @@ pub(super) struct Batch {
     acks: Vec<Ack>,
     /// The events' leadership terms, in the lines' order; empty while no
     /// event has one.
-    fences: Vec<Option<Arc<TermFence>>>,
+    terms: Vec<Option<Arc<GatedTerm>>>,
 }
 
 /// What settling one attempt's answers did, for the writer's counters
@@ -42,11 +42,11 @@ impl Batch {
     pub(super) fn push(&mut self, event: Event) {
         let (line, carried) = event.into_parts();
         let n = self.acks.len();
-        if carried.fence.is_some() && self.fences.len() < n {
-            self.fences.resize_with(n, || None);
+        if carried.term.is_some() && self.terms.len() < n {
+            self.terms.resize_with(n, || None);
         }
-        if carried.fence.is_some() || !self.fences.is_empty() {
-            self.fences.push(carried.fence);
+        if carried.term.is_some() || !self.terms.is_empty() {
+            self.terms.push(carried.term);
         }
         self.acks.push(carried.ack);
         Arc::make_mut(&mut self.out).push(line, carried.meta);
@@ -99,7 +99,7 @@ impl Batch {
         self.acks = left;
         if self.acks.len() < keep.len() {
             Arc::make_mut(&mut self.out).retain(&keep);
-            retain_flagged(&mut self.fences, &keep);
+            retain_flagged(&mut self.terms, &keep);
         }
         settled
     }
@@ -109,7 +109,7 @@ impl Batch {
     /// last acknowledged checkpoint); returns how many.
     pub(super) fn discard_ended_terms(&mut self) -> usize {
         let over: Vec<bool> = self
-            .fences
+            .terms
             .iter()
             .map(|f| f.as_ref().is_some_and(|f| f.is_over()))
             .collect();
@@ -120,15 +120,15 @@ impl Batch {
         let keep: Vec<bool> = over.iter().map(|o| !o).collect();
         Arc::make_mut(&mut self.out).retain(&keep);
         retain_flagged(&mut self.acks, &keep);
-        retain_flagged(&mut self.fences, &keep);
+        retain_flagged(&mut self.terms, &keep);
         n
     }
 
     /// Guards holding the step-down of every term among the events, one
     /// per term.
     pub(super) fn hold_terms(&self) -> Vec<TaskTrackerToken> {
-        let mut seen: Vec<&Arc<TermFence>> = Vec::new();
-        for f in self.fences.iter().flatten() {
+        let mut seen: Vec<&Arc<GatedTerm>> = Vec::new();
+        for f in self.terms.iter().flatten() {
             if !seen.iter().any(|s| Arc::ptr_eq(s, f)) {
                 seen.push(f);
             }
@@ -204,17 +204,17 @@ mod tests {
         let r = Arc::new(Recorder::default());
         let over = CancellationToken::new();
         let step_down = TaskTracker::new();
-        let ended = TermFence::new(over.clone(), step_down.clone());
-        let running = TermFence::new(CancellationToken::new(), TaskTracker::new());
+        let ended = GatedTerm::new(over.clone(), step_down.clone());
+        let running = GatedTerm::new(CancellationToken::new(), TaskTracker::new());
         let mut batch = Batch::default();
         batch.push(ev(0).with_ack(Ack::new(r.clone(), 0)));
         batch.push(
             ev(1)
                 .with_ack(Ack::new(r.clone(), 1))
-                .with_fence(ended.clone()),
+                .with_term(ended.clone()),
         );
-        batch.push(ev(2).with_fence(ended));
-        batch.push(ev(3).with_fence(running));
+        batch.push(ev(2).with_term(ended));
+        batch.push(ev(3).with_term(running));
         let holds = batch.hold_terms();
         assert_eq!(holds.len(), 2);
         assert_eq!(step_down.len(), 1);

@@ -1,6 +1,6 @@
 //! Reads a disk queue back, in order, into its writer's channel: the
 //! records with what travels beside them when this run stored them, and
-//! an earlier run's gated records fenced by a term already over.
+//! an earlier run's gated records bound to a term already over.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use super::budget::ByteBudget;
 use super::disk::DiskQueue;
 use super::metrics::OutputHandles;
 use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, TermFence};
+use crate::pipeline::event::{Event, GatedTerm};
 
 /// Hands the lines of a disk queue to its writer in order, until the
 /// queue is closed and read to its end or the writer is gone.
@@ -26,7 +26,7 @@ pub(super) async fn feed_from_disk(
     budget: ByteBudget,
 ) {
     let input: Arc<str> = Arc::from("queue.disk");
-    let earlier_term = TermFence::of_an_earlier_run();
+    let earlier_term = GatedTerm::of_an_earlier_run();
     let mut warned = false;
     loop {
         let read = tokio::select! {
@@ -73,7 +73,7 @@ pub(super) async fn feed_from_disk(
             if gated_of_earlier_run {
                 // Its term ended with the run that stored it, and its
                 // checkpoint never moved past it: the writer discards it.
-                event = event.with_fence(Arc::clone(&earlier_term));
+                event = event.with_term(Arc::clone(&earlier_term));
             }
             if tx.send(event).await.is_err() {
                 return;

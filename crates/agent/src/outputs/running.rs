@@ -162,7 +162,7 @@ impl OutputQueue {
                 let mut warned = false;
                 // Taken: a cancelled append discards it (counted).
                 ev.arm();
-                let (line, Carried { ack, fence, meta }) = ev.into_parts();
+                let (line, Carried { ack, term, meta }) = ev.into_parts();
                 // A node-local event stored in the disk queue is delivered
                 // for its producer: queue and checkpoint (the filestream
                 // registry) live on the same node and survive a restart
@@ -172,11 +172,11 @@ impl OutputQueue {
                 // term's end discards it from the queue as from memory.
                 // Only those keep their routing in memory too: a node-local
                 // record read back is parsed by the output that needs it.
-                let (mut carried, settle_when_stored) = match fence {
-                    Some(fence) => (
+                let (mut carried, settle_when_stored) = match term {
+                    Some(term) => (
                         Some(Carried {
                             ack,
-                            fence: Some(fence),
+                            term: Some(term),
                             meta,
                         }),
                         None,

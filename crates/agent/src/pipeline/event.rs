@@ -21,28 +21,28 @@ use crate::pipeline::ack::Ack;
 /// term ends its events must not reach a sink: the successor re-reads
 /// them from the last acknowledged checkpoint, so nothing is lost, and no
 /// term's data arrives after its successor's. An output that writes such
-/// an event holds the term's step-down (see [`TermFence::hold`]) for the
+/// an event holds the term's step-down (see [`GatedTerm::hold`]) for the
 /// length of the write.
 #[derive(Debug)]
-pub struct TermFence {
+pub struct GatedTerm {
     ended: CancellationToken,
     step_down: TaskTracker,
 }
 
-impl TermFence {
-    /// The fence of a term that ends when `ended` is cancelled and whose
+impl GatedTerm {
+    /// A term that ends when `ended` is cancelled and whose
     /// step-down waits for `step_down` to empty.
-    pub fn new(ended: CancellationToken, step_down: TaskTracker) -> Arc<TermFence> {
-        Arc::new(TermFence { ended, step_down })
+    pub fn new(ended: CancellationToken, step_down: TaskTracker) -> Arc<GatedTerm> {
+        Arc::new(GatedTerm { ended, step_down })
     }
 
-    /// The fence of a term known to be over: that of a gated event an
+    /// A term known to be over: that of a gated event an
     /// earlier run of the agent stored in a disk queue (its term ended
     /// with that run, and its checkpoint never moved past it).
-    pub fn of_an_earlier_run() -> Arc<TermFence> {
+    pub fn of_an_earlier_run() -> Arc<GatedTerm> {
         let ended = CancellationToken::new();
         ended.cancel();
-        TermFence::new(ended, TaskTracker::new())
+        GatedTerm::new(ended, TaskTracker::new())
     }
 
     /// True once the term has ended.
@@ -51,7 +51,7 @@ impl TermFence {
     }
 
     /// Keeps the term's step-down from completing while the guard lives.
-    /// Take it before checking [`TermFence::is_over`]: a write that then
+    /// Take it before checking [`GatedTerm::is_over`]: a write that then
     /// finds the term running finishes before the step-down does.
     pub fn hold(&self) -> TaskTrackerToken {
         self.step_down.token()
@@ -107,7 +107,7 @@ pub struct Carried {
     /// Settled once the event is delivered.
     pub ack: Ack,
     /// The leadership term of a gated event.
-    pub fence: Option<Arc<TermFence>>,
+    pub term: Option<Arc<GatedTerm>>,
     /// Where it goes, as known when it was produced.
     pub meta: Option<Box<Meta>>,
 }
@@ -122,7 +122,7 @@ pub struct Event {
     pub input_id: Arc<str>,
     line: Vec<u8>,
     ack: Ack,
-    fence: Option<Arc<TermFence>>,
+    term: Option<Arc<GatedTerm>>,
     meta: Option<Box<Meta>>,
 }
 
@@ -152,7 +152,7 @@ impl Event {
             input_id,
             line,
             ack,
-            fence: None,
+            term: None,
             meta: None,
         }
     }
@@ -165,9 +165,9 @@ impl Event {
         self
     }
 
-    /// The same event, bound to the term of `fence`.
-    pub fn with_fence(mut self, fence: Arc<TermFence>) -> Self {
-        self.fence = Some(fence);
+    /// The same event, bound to the term of `term`.
+    pub fn with_term(mut self, term: Arc<GatedTerm>) -> Self {
+        self.term = Some(term);
         self
     }
 
@@ -184,7 +184,7 @@ impl Event {
             input_id,
             line,
             ack: carried.ack,
-            fence: carried.fence,
+            term: carried.term,
             meta: carried.meta,
         }
     }
@@ -195,8 +195,8 @@ impl Event {
     }
 
     /// The term the event belongs to, if it comes from a gated input.
-    pub fn fence(&self) -> Option<&Arc<TermFence>> {
-        self.fence.as_ref()
+    pub fn term(&self) -> Option<&Arc<GatedTerm>> {
+        self.term.as_ref()
     }
 
     /// Counts the event queued (see [`Ack::arm`]).
@@ -233,7 +233,7 @@ impl Event {
             self.line,
             Carried {
                 ack: self.ack,
-                fence: self.fence,
+                term: self.term,
                 meta: self.meta,
             },
         )

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::pipeline::ack::{Ack, Tally};
-use crate::pipeline::event::{Carried, Event, Meta, TermFence, data_stream_index, timestamp_now};
+use crate::pipeline::event::{Carried, Event, GatedTerm, Meta, data_stream_index, timestamp_now};
 use crate::pipeline::processing::{Chain, InputProcessors};
 use crate::pipeline::queue::EventQueue;
 use crate::pipeline::routing::DataStream;
@@ -220,7 +220,7 @@ pub struct EventSink {
     index: Arc<str>,
     term: Option<TermStamp>,
     /// The term every event is bound to, shared by all of them.
-    fence: Option<Arc<TermFence>>,
+    gated: Option<Arc<GatedTerm>>,
     /// For node-local inputs, the node: mixed into document ids. Gated
     /// inputs leave it out, so a successor's replay of a document has the
     /// same id wherever it runs.
@@ -273,9 +273,9 @@ impl EventSink {
             "\"data_stream\":{}",
             json!({"type": data_stream.kind, "dataset": data_stream.dataset, "namespace": data_stream.namespace})
         );
-        let fence = term
+        let gated = term
             .as_ref()
-            .map(|t| TermFence::new(t.token.clone(), t.tracker.clone()));
+            .map(|t| GatedTerm::new(t.token.clone(), t.tracker.clone()));
         let id_node = term.is_none().then(|| Arc::from(agent.node.as_str()));
         EventSink {
             input_id: input_id.into(),
@@ -283,7 +283,7 @@ impl EventSink {
             data_stream: ds.into_bytes().into(),
             index: index_of(data_stream).into(),
             term,
-            fence,
+            gated,
             id_node,
             abandon,
             sender,
@@ -608,8 +608,8 @@ impl EventSink {
                 }
             }
         }
-        if let Some(f) = &self.fence {
-            event = event.with_fence(Arc::clone(f));
+        if let Some(f) = &self.gated {
+            event = event.with_term(Arc::clone(f));
         }
         let never = CancellationToken::new();
         let term = self.term.as_ref().map_or(&never, |t| &t.token);

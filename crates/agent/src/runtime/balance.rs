@@ -101,7 +101,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn handing_over_settles_at_no_more_than_the_ceiling_per_agent(
+        fn handing_over_converges_at_no_more_than_the_ceiling_per_agent(
             shards in 1usize..40,
             agents in 1usize..12,
             start in proptest::collection::vec(0usize..12, 40),

@@ -117,8 +117,8 @@ pub struct Core {
     pub(super) read_due: bool,
     /// The leader's renew is due.
     pub(super) renew_due: bool,
-    /// A write's outcome is unknown and no read has settled it since.
-    pub(super) unsettled: bool,
+    /// A write's outcome is unknown and no read has resolved it since.
+    pub(super) in_doubt: bool,
 
     pub(super) watch: WatchState,
     pub(super) watch_id: u64,
@@ -173,7 +173,7 @@ impl Core {
             next_op: 0,
             read_due: true,
             renew_due: false,
-            unsettled: false,
+            in_doubt: false,
             watch: WatchState::Down,
             watch_id: 0,
             watch_started_at: now,

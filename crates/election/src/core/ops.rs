@@ -194,20 +194,20 @@ impl Core {
     pub(super) fn on_read(&mut self, now: Instant, result: ReadResult, _f: &InFlight) {
         match result {
             ReadResult::Found(obs) => {
-                self.settled_by_read();
+                self.resolved_by_read();
                 self.observe(now, obs);
             }
             ReadResult::NotFound => {
-                self.settled_by_read();
+                self.resolved_by_read();
                 self.observe_absent(now);
             }
             ReadResult::Failed(_) => self.backoff(now),
         }
     }
 
-    fn settled_by_read(&mut self) {
+    fn resolved_by_read(&mut self) {
         self.read_due = false;
-        self.unsettled = false;
+        self.in_doubt = false;
         self.watch_needs_read = false;
     }
 
@@ -265,7 +265,7 @@ impl Core {
                     self.own_terms.retain(|t| *t != term);
                     self.emit(Event::Warn(Warning::CreateCrossedDeletion));
                     self.remember(now, &obs);
-                    self.unsettled = false;
+                    self.in_doubt = false;
                     return;
                 }
                 self.remember(now, &obs);
@@ -273,7 +273,7 @@ impl Core {
                     self.read_due = true;
                     return;
                 }
-                self.unsettled = false;
+                self.in_doubt = false;
                 let in_time = now < f.sent_at + self.timings.renew_deadline();
                 if matches!(self.phase, Phase::Candidate) && in_time {
                     self.step_up(term, obs.resource_version, f.sent_at);
@@ -317,9 +317,9 @@ impl Core {
     /// A request failed or timed out: it may or may not have applied.
     pub(super) fn on_failed(&mut self, now: Instant, f: InFlight, _failure: Failure) {
         match f.kind {
-            OpKind::Acquire(_) | OpKind::Release | OpKind::Fence => self.unsettled = true,
+            OpKind::Acquire(_) | OpKind::Release | OpKind::Fence => self.in_doubt = true,
             OpKind::Renew(renew_time) => {
-                self.unsettled = true;
+                self.in_doubt = true;
                 if let Some(l) = self.leader_mut() {
                     if l.unknown_renews.len() >= 8 {
                         l.unknown_renews.remove(0);

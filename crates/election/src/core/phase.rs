@@ -19,7 +19,7 @@ pub(super) enum Phase {
         /// The term that ended.
         term: Term,
     },
-    /// Shutdown requested and no work runs: settle, release if ours, stop.
+    /// Shutdown requested and no work runs: resolve a write in doubt, release if ours, stop.
     Finishing,
     /// Done; nothing more happens.
     Stopped,

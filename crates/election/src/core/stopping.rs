@@ -1,4 +1,4 @@
-//! Shutdown: step down, let the work end, settle any write whose outcome
+//! Shutdown: step down, let the work end, resolve any write whose outcome
 //! is unknown, release the lease if it is ours (and no work of ours may
 //! still run under it), then stop.
 
@@ -25,7 +25,7 @@ impl Core {
 
     pub(super) fn progress_finish(&mut self, now: Instant, wall: WallTime) {
         if self.op.is_some() {
-            // An answer (or the call timeout) settles it first.
+            // An answer (or the call timeout) resolves it first.
             return;
         }
         if !self.release_on_shutdown || self.stop_deadline_passed {
@@ -35,8 +35,8 @@ impl Core {
             return;
         }
         // Rule: a write whose outcome is unknown (an acquire cut short by
-        // shutdown) is settled by a read before deciding not to release.
-        if self.unsettled || self.read_due {
+        // shutdown) is resolved by a read before deciding not to release.
+        if self.in_doubt || self.read_due {
             return self.send_get(now);
         }
         let target = self.view.present().filter(|o| {

@@ -1069,7 +1069,7 @@ fn no_step_up_on_an_answer_older_than_the_known_record() {
 /// Item: shutdown while an acquire's outcome is unknown reads first and
 /// releases the lease if the write did apply.
 #[test]
-fn shutdown_mid_acquire_settles_with_a_read_and_releases() {
+fn shutdown_mid_acquire_resolves_with_a_read_and_releases() {
     let mut h = H::new(true);
     let w = h.watch_id();
     h.watch(w, WatchEvent::Started);

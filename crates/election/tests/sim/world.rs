@@ -694,7 +694,7 @@ impl Sim {
         // Stopping of its own accord (not at the stop deadline) with
         // release on, the instance must not leave the Lease naming a term
         // it wrote — unless that term's work was abandoned, or it never
-        // could know the write applied (no answer, and its settling read
+        // could know the write applied (no answer, and its resolving read
         // was served before the write landed).
         let now = self.local(c, self.now);
         let on_its_own = cand
@@ -714,7 +714,7 @@ impl Sim {
                     if w.told {
                         "which it knew it held"
                     } else {
-                        "written with an unsettled outcome and never read back"
+                        "written with an outcome in doubt and never read back"
                     }
                 ));
             }
@@ -1459,8 +1459,8 @@ impl Sim {
     // ---------------------------------------------------------------- end checks
 
     fn check_end(&mut self) {
-        let settle = self.p.fault_end + liveness_bound(&self.p.timings);
-        if let Some(t) = self.step_downs.iter().find(|t| **t > settle) {
+        let quiet_after = self.p.fault_end + liveness_bound(&self.p.timings);
+        if let Some(t) = self.step_downs.iter().find(|t| **t > quiet_after) {
             self.fail(&format!(
                 "LIVENESS: a leader stepped down at {:.3}s, after faults healed",
                 *t as f64 / 1e9

@@ -76,7 +76,7 @@ async fn what_a_record_carried_comes_back_with_it_and_a_restart_marks_the_rest_e
     let acks = Arc::new(Recorder::default());
     let carrying = |seq: u64| Carried {
         ack: Ack::new(acks.clone(), seq),
-        fence: None,
+        term: None,
         meta: None,
     };
     let q = DiskQueue::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
@@ -144,7 +144,7 @@ async fn what_a_set_aside_record_carried_is_dropped_unsettled() {
         rec.extend_from_slice(format!("{seq}\n").as_bytes());
         let carried = Carried {
             ack: Ack::new(acks.clone(), seq),
-            fence: None,
+            term: None,
             meta: None,
         };
         q.append_carrying(&rec, Some(carried)).await.unwrap();
@@ -227,7 +227,7 @@ async fn a_damaged_record_with_nothing_ahead_moves_the_ledger_past_it() {
     q.ack(3).await.unwrap();
     let carried = Carried {
         ack: Ack::new(acks.clone(), 3),
-        fence: None,
+        term: None,
         meta: None,
     };
     q.append_carrying(&line(3), Some(carried)).await.unwrap();

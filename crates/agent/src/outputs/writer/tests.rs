@@ -22,7 +22,7 @@ use super::super::file::{FileSink, RotationBlocker};
 use super::super::sink::{Answers, BlockingSink, Outgoing};
 use super::super::{Closed, FileSettings, OutputKind, OutputMetrics, OutputSettings, Outputs};
 use crate::pipeline::ack::Ack;
-use crate::pipeline::event::{Event, TermFence};
+use crate::pipeline::event::{Event, GatedTerm};
 
 /// An event whose NDJSON line is `line(n)`: exactly 100 bytes.
 fn ev(n: usize) -> Event {
@@ -131,18 +131,18 @@ async fn written_events_are_acknowledged_and_unwritten_ones_are_not() {
 #[tokio::test]
 async fn a_terms_queued_events_are_not_sent_after_it_ended() {
     use crate::pipeline::ack::{Ack, tests::Recorder};
-    use crate::pipeline::event::TermFence;
+    use crate::pipeline::event::GatedTerm;
     use tokio_util::task::TaskTracker;
     let r = Arc::new(Recorder::default());
     let ended = CancellationToken::new();
     let step_down = TaskTracker::new();
-    let fence = TermFence::new(ended.clone(), step_down.clone());
+    let term = GatedTerm::new(ended.clone(), step_down.clone());
     let mut g = gated(8);
     let tx = g.outputs.sender("gated").unwrap();
     tx.send(
         ev(0)
             .with_ack(Ack::new(r.clone(), 0))
-            .with_fence(fence.clone()),
+            .with_term(term.clone()),
     )
     .await
     .unwrap();
@@ -153,7 +153,7 @@ async fn a_terms_queued_events_are_not_sent_after_it_ended() {
         tx.send(
             ev(n)
                 .with_ack(Ack::new(r.clone(), n as u64))
-                .with_fence(fence.clone()),
+                .with_term(term.clone()),
         )
         .await
         .unwrap();
@@ -440,21 +440,21 @@ async fn gated_events_in_a_disk_queue_end_with_their_term() {
         tx.send(ev(i)).await.unwrap();
     }
     let r = Arc::new(Recorder::default());
-    let running = TermFence::new(CancellationToken::new(), TaskTracker::new());
+    let running = GatedTerm::new(CancellationToken::new(), TaskTracker::new());
     let over = CancellationToken::new();
     over.cancel();
-    let ended = TermFence::new(over, TaskTracker::new());
+    let ended = GatedTerm::new(over, TaskTracker::new());
     tx.send(
         Event::from_line("gated".into(), gated_line(3), Ack::untracked())
             .with_ack(Ack::new(r.clone(), 3))
-            .with_fence(running),
+            .with_term(running),
     )
     .await
     .unwrap();
     tx.send(
         Event::from_line("gated".into(), gated_line(4), Ack::untracked())
             .with_ack(Ack::new(r.clone(), 4))
-            .with_fence(ended),
+            .with_term(ended),
     )
     .await
     .unwrap();
@@ -506,7 +506,7 @@ async fn a_batch_of_ended_terms_alone_is_settled_in_the_disk_queue() {
     let r = Arc::new(Recorder::default());
     let over = CancellationToken::new();
     over.cancel();
-    let ended = TermFence::new(over, TaskTracker::new());
+    let ended = GatedTerm::new(over, TaskTracker::new());
     tx.send(
         Event::from_line(
             "gated".into(),
@@ -514,7 +514,7 @@ async fn a_batch_of_ended_terms_alone_is_settled_in_the_disk_queue() {
             Ack::untracked(),
         )
         .with_ack(Ack::new(r.clone(), 1))
-        .with_fence(ended),
+        .with_term(ended),
     )
     .await
     .unwrap();

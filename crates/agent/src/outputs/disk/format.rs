@@ -36,16 +36,16 @@ pub(super) fn scan(data: &[u8], format: Format, from: u64) -> Scanned {
             out.bytes = (whole - from) as u64;
         }
         Format::Records => {
-            let mut p = 0;
+            // The delivered position is a record's start: what lies before
+            // it was delivered, damaged since or not, and is never read.
+            let mut p = from;
             // Each step moves past a record; bounded by the data length.
             while p < data.len() {
                 match frame_at(data, p) {
                     // A damaged record counts until the reader skips it.
                     Frame::Whole { next, .. } | Frame::Damaged { next } => {
-                        if p >= from {
-                            out.records += 1;
-                            out.bytes += (next - p) as u64;
-                        }
+                        out.records += 1;
+                        out.bytes += (next - p) as u64;
                         p = next;
                     }
                     Frame::Incomplete { .. } => {
@@ -53,9 +53,8 @@ pub(super) fn scan(data: &[u8], format: Format, from: u64) -> Scanned {
                         break;
                     }
                     Frame::Corrupt(_) => {
-                        let start = p.max(from);
-                        out.records += count_framed(&data[start..]);
-                        out.bytes += (data.len() - start) as u64;
+                        out.records += count_framed(&data[p..]);
+                        out.bytes += (data.len() - p) as u64;
                         break;
                     }
                 }

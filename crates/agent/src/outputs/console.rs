@@ -1,35 +1,17 @@
 //! The `console` output: NDJSON on standard output, one batch per write.
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use leasehold_policy::Value;
-
-use super::kind::{OutputKind, OutputType, SinkSettings, same};
-use super::read::SettingError;
+use super::kind::{OutputKind, OutputType, SinkSettings, no_notes, same};
 use super::sink::{Answers, Blocking, BlockingSink, Outgoing, Sink};
 
-/// The `console` output type.
-pub(crate) struct ConsoleType;
-
-impl OutputType for ConsoleType {
-    fn name(&self) -> &'static str {
-        "console"
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[]
-    }
-
-    fn parse(
-        &self,
-        _base: &str,
-        _keys: &BTreeMap<String, Value>,
-        _errors: &mut Vec<SettingError>,
-    ) -> OutputKind {
-        OutputKind::console()
-    }
-}
+/// The `console` output type: no settings of its own.
+pub(crate) const TYPE: OutputType = OutputType {
+    name: "console",
+    keys: &[],
+    parse: |_, _, _| OutputKind::console(),
+    notes: no_notes,
+};
 
 impl OutputKind {
     /// NDJSON on standard output.

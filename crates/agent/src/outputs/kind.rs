@@ -13,24 +13,28 @@ use leasehold_policy::Value;
 use super::read::SettingError;
 use super::sink::Sink;
 
+/// An output's flattened keys (`queue.mem.events`, `hosts`, …).
+pub(crate) type Keys = BTreeMap<String, Value>;
+
+/// Settings accepted but not acted on as written, as (key, why).
+pub(crate) type Notes = Vec<(&'static str, String)>;
+
 /// One type of output: its name and keys, and how its settings are read.
-pub(crate) trait OutputType: Sync {
+pub(crate) struct OutputType {
     /// Its `type` in the policy.
-    fn name(&self) -> &'static str;
+    pub(crate) name: &'static str,
     /// Its own keys, beside those every output has (`type`, `queue.*`).
-    fn keys(&self) -> &'static [&'static str];
+    pub(crate) keys: &'static [&'static str],
     /// Reads its settings from the output's flattened keys, recording
-    /// each problem with its path (`base` is `outputs.NAME`).
-    fn parse(
-        &self,
-        base: &str,
-        keys: &BTreeMap<String, Value>,
-        errors: &mut Vec<SettingError>,
-    ) -> OutputKind;
+    /// each problem with its path (the first argument is `outputs.NAME`).
+    pub(crate) parse: fn(&str, &Keys, &mut Vec<SettingError>) -> OutputKind,
     /// Settings accepted but not acted on as written, as (key, why).
-    fn notes(&self, _keys: &BTreeMap<String, Value>) -> Vec<(&'static str, String)> {
-        Vec::new()
-    }
+    pub(crate) notes: fn(&Keys) -> Notes,
+}
+
+/// [`OutputType::notes`] of a type that has none.
+pub(crate) fn no_notes(_keys: &Keys) -> Notes {
+    Vec::new()
 }
 
 /// The read settings of one output of some type: they open its sink.

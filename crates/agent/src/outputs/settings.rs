@@ -122,7 +122,7 @@ pub fn output_notes(section: &Value) -> Vec<(String, String)> {
             && let Some(kind) = types::named(t)
         {
             notes.extend(
-                kind.notes(&keys)
+                (kind.notes)(&keys)
                     .into_iter()
                     .map(|(key, why)| (format!("{base}.{key}"), why)),
             );
@@ -269,7 +269,7 @@ fn parse_output(
     let output_type = output_type?;
     let known: Vec<&str> = COMMON_KEYS
         .iter()
-        .chain(output_type.keys())
+        .chain(output_type.keys)
         .copied()
         .collect();
     for key in keys.keys() {
@@ -280,13 +280,13 @@ fn parse_output(
                 format!("{base}.{key}"),
                 format!(
                     "unknown key for a {} output; known keys: {}",
-                    output_type.name(),
+                    output_type.name,
                     sorted.join(", ")
                 ),
             ));
         }
     }
-    let kind = output_type.parse(&base, &keys, errors);
+    let kind = (output_type.parse)(&base, &keys, errors);
     if errors.len() > before {
         return None;
     }

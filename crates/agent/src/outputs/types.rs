@@ -6,21 +6,21 @@ use super::kind::OutputType;
 use super::{console, elasticsearch, file, otlp};
 
 /// Every output type, by its `type` name in alphabetical order.
-static TYPES: [&dyn OutputType; 4] = [
-    &console::ConsoleType,
-    &elasticsearch::ElasticsearchType,
-    &file::FileType,
-    &otlp::OtlpType,
+static TYPES: [&OutputType; 4] = [
+    &console::TYPE,
+    &elasticsearch::TYPE,
+    &file::TYPE,
+    &otlp::TYPE,
 ];
 
 /// The type named `name`.
-pub(crate) fn named(name: &str) -> Option<&'static dyn OutputType> {
-    TYPES.iter().copied().find(|t| t.name() == name)
+pub(crate) fn named(name: &str) -> Option<&'static OutputType> {
+    TYPES.iter().copied().find(|t| t.name == name)
 }
 
 /// The names of every output type, in alphabetical order.
 pub fn output_types() -> Vec<&'static str> {
-    TYPES.iter().map(|t| t.name()).collect()
+    TYPES.iter().map(|t| t.name).collect()
 }
 
 #[cfg(test)]
@@ -37,7 +37,7 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(names, sorted);
         for name in names {
-            assert_eq!(named(name).map(|t| t.name()), Some(name));
+            assert_eq!(named(name).map(|t| t.name), Some(name));
         }
         assert!(named("kafka").is_none());
     }

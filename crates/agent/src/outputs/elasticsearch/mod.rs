@@ -17,7 +17,6 @@ mod client;
 mod request_size;
 pub mod settings;
 
-use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,10 +25,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use hyper::StatusCode;
 
-use leasehold_policy::Value;
-
 use super::kind::{OutputKind, OutputType, SinkSettings, same};
-use super::read::SettingError;
 use super::sink::{Answer, Answers, Outgoing, Sink};
 use bulk::ItemAnswer;
 use client::{Client, RequestError, status_error};
@@ -39,30 +35,12 @@ pub use settings::ElasticsearchSettings;
 use crate::redact::Redactor;
 
 /// The `elasticsearch` output type.
-pub(crate) struct ElasticsearchType;
-
-impl OutputType for ElasticsearchType {
-    fn name(&self) -> &'static str {
-        "elasticsearch"
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &settings::KEYS
-    }
-
-    fn parse(
-        &self,
-        base: &str,
-        keys: &BTreeMap<String, Value>,
-        errors: &mut Vec<SettingError>,
-    ) -> OutputKind {
-        OutputKind::new(settings::parse(base, keys, errors))
-    }
-
-    fn notes(&self, keys: &BTreeMap<String, Value>) -> Vec<(&'static str, String)> {
-        settings::notes(keys)
-    }
-}
+pub(crate) const TYPE: OutputType = OutputType {
+    name: "elasticsearch",
+    keys: &settings::KEYS,
+    parse: |base, keys, errors| OutputKind::new(settings::parse(base, keys, errors)),
+    notes: settings::notes,
+};
 
 impl SinkSettings for ElasticsearchSettings {
     fn type_name(&self) -> &'static str {

@@ -12,12 +12,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use std::collections::BTreeMap;
-
-use leasehold_policy::Value;
-
-use super::kind::{OutputKind, OutputType, SinkSettings, same};
-use super::read::SettingError;
+use super::kind::{OutputKind, OutputType, SinkSettings, no_notes, same};
 use super::sink::{Answers, Blocking, BlockingSink, Outgoing, Sink};
 
 pub mod settings;
@@ -25,26 +20,12 @@ pub mod settings;
 pub use settings::FileSettings;
 
 /// The `file` output type.
-pub(crate) struct FileType;
-
-impl OutputType for FileType {
-    fn name(&self) -> &'static str {
-        "file"
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &settings::KEYS
-    }
-
-    fn parse(
-        &self,
-        base: &str,
-        keys: &BTreeMap<String, Value>,
-        errors: &mut Vec<SettingError>,
-    ) -> OutputKind {
-        OutputKind::file(settings::parse(base, keys, errors))
-    }
-}
+pub(crate) const TYPE: OutputType = OutputType {
+    name: "file",
+    keys: &settings::KEYS,
+    parse: |base, keys, errors| OutputKind::file(settings::parse(base, keys, errors)),
+    notes: no_notes,
+};
 
 impl OutputKind {
     /// NDJSON in rotated files.

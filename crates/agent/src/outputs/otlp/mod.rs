@@ -15,7 +15,6 @@ mod grpc;
 pub mod settings;
 mod transport;
 
-use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +22,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 
-use leasehold_policy::Value;
-
-use super::kind::{OutputKind, OutputType, SinkSettings, same};
-use super::read::SettingError;
+use super::kind::{OutputKind, OutputType, SinkSettings, no_notes, same};
 use super::sink::{Answer, Answers, Outgoing, Sink};
 use crate::redact::Redactor;
 use encode::{LogsEncoder, Pushed};
@@ -34,26 +30,12 @@ pub use settings::OtlpSettings;
 use transport::{ExportError, Transport};
 
 /// The `otlp` output type.
-pub(crate) struct OtlpType;
-
-impl OutputType for OtlpType {
-    fn name(&self) -> &'static str {
-        "otlp"
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &settings::KEYS
-    }
-
-    fn parse(
-        &self,
-        base: &str,
-        keys: &BTreeMap<String, Value>,
-        errors: &mut Vec<SettingError>,
-    ) -> OutputKind {
-        OutputKind::new(settings::parse(base, keys, errors))
-    }
-}
+pub(crate) const TYPE: OutputType = OutputType {
+    name: "otlp",
+    keys: &settings::KEYS,
+    parse: |base, keys, errors| OutputKind::new(settings::parse(base, keys, errors)),
+    notes: no_notes,
+};
 
 impl SinkSettings for OtlpSettings {
     fn type_name(&self) -> &'static str {

@@ -187,26 +187,32 @@ async fn a_terms_queued_events_are_not_sent_after_it_ended() {
     assert_eq!(g.metrics.events_term_ended("gated"), 2);
 }
 
+/// The settings of a `file` output named `default` holding `queue_events`
+/// in memory, or its queue on disk in `disk`.
+fn file_output(
+    file: FileSettings,
+    queue_events: usize,
+    disk: Option<std::path::PathBuf>,
+) -> Vec<OutputSettings> {
+    vec![OutputSettings {
+        name: "default".into(),
+        kind: OutputKind::file(file),
+        queue_events,
+        memory: Default::default(),
+        disk: disk.map(|path| super::super::DiskSettings {
+            path: Some(path),
+            max_size: 1 << 20,
+        }),
+    }]
+}
+
 /// A `file` output named `default` with its queue on disk in `queue`.
 fn with_disk_queue(
     file: FileSettings,
     queue: std::path::PathBuf,
     metrics: OutputMetrics,
 ) -> Outputs {
-    Outputs::start(
-        vec![OutputSettings {
-            name: "default".into(),
-            kind: OutputKind::file(file),
-            queue_events: 8,
-            memory: Default::default(),
-            disk: Some(super::super::DiskSettings {
-                path: Some(queue),
-                max_size: 1 << 20,
-            }),
-        }],
-        metrics,
-    )
-    .unwrap()
+    Outputs::start(file_output(file, 8, Some(queue)), metrics).unwrap()
 }
 
 #[tokio::test]
@@ -338,17 +344,8 @@ async fn shutdown_drains_everything_queued_into_the_file() {
         ..FileSettings::new(dir.path().join("out"))
     };
     let metrics = OutputMetrics::new();
-    let outputs = Outputs::start(
-        vec![OutputSettings {
-            name: "default".into(),
-            kind: OutputKind::file(settings.clone()),
-            queue_events: 10_000,
-            memory: Default::default(),
-            disk: None,
-        }],
-        metrics.clone(),
-    )
-    .unwrap();
+    let outputs =
+        Outputs::start(file_output(settings.clone(), 10_000, None), metrics.clone()).unwrap();
     assert_eq!(outputs.names(), ["default"]);
     assert!(outputs.sender("other").is_none());
     assert_eq!(outputs.depth("other"), None);
@@ -373,17 +370,7 @@ async fn a_failing_write_is_retried_until_it_succeeds_and_writes_each_event_once
         ..FileSettings::new(dir.path().join("out"))
     };
     let metrics = OutputMetrics::new();
-    let outputs = Outputs::start(
-        vec![OutputSettings {
-            name: "default".into(),
-            kind: OutputKind::file(settings.clone()),
-            queue_events: 64,
-            memory: Default::default(),
-            disk: None,
-        }],
-        metrics.clone(),
-    )
-    .unwrap();
+    let outputs = Outputs::start(file_output(settings.clone(), 64, None), metrics.clone()).unwrap();
     let blocker = RotationBlocker::install(&settings);
     let tx = outputs.sender("default").unwrap();
     for i in 0..25 {
@@ -667,13 +654,7 @@ async fn start_fails_naming_the_output_and_path() {
     let plain = dir.path().join("plain");
     std::fs::write(&plain, b"").unwrap();
     let err = Outputs::start(
-        vec![OutputSettings {
-            name: "default".into(),
-            kind: OutputKind::file(FileSettings::new(plain.join("sub"))),
-            queue_events: 1,
-            memory: Default::default(),
-            disk: None,
-        }],
+        file_output(FileSettings::new(plain.join("sub")), 1, None),
         OutputMetrics::new(),
     )
     .unwrap_err();

@@ -97,7 +97,11 @@ impl Batch {
             ack.settle();
         }
         self.acks = left;
-        if self.acks.len() < keep.len() {
+        if self.acks.is_empty() {
+            // All settled (the usual case): nothing to keep in order.
+            self.out = Arc::default();
+            self.terms.clear();
+        } else if self.acks.len() < keep.len() {
             Arc::make_mut(&mut self.out).retain(&keep);
             retain_flagged(&mut self.terms, &keep);
         }

@@ -13,5 +13,6 @@ pub mod owner_only;
 pub mod pipeline;
 pub mod redact;
 pub mod runtime;
+pub mod settings;
 pub mod tls;
 pub mod units;

@@ -106,9 +106,35 @@ pub fn size_text(n: u64) -> String {
     format!("{n} bytes")
 }
 
+/// `d` as people write it (`1h`, `1m30s`, `500ms`): the other way round of
+/// [`parse_duration_text`].
+pub fn duration_text(d: Duration) -> String {
+    if d.subsec_millis() != 0 || d.is_zero() {
+        return format!("{}ms", d.as_millis());
+    }
+    let s = d.as_secs();
+    let mut out = String::new();
+    for (unit, n) in [("h", s / 3600), ("m", s / 60 % 60), ("s", s % 60)] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_written_back_as_they_are_read() {
+        for text in ["1h", "1m30s", "500ms", "2h0m5s", "0ms"] {
+            let d = parse_duration_text(text).unwrap();
+            assert_eq!(parse_duration_text(&duration_text(d)), Ok(d), "{text}");
+        }
+        assert_eq!(duration_text(Duration::from_secs(3600)), "1h");
+        assert_eq!(duration_text(Duration::from_secs(90)), "1m30s");
+    }
 
     #[test]
     fn durations_from_flags_and_settings_read_alike() {

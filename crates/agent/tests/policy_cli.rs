@@ -415,7 +415,7 @@ fn check_takes_elastics_kubernetes_provider_and_names_what_it_does_not_do() {
     let err = stderr(&o);
     assert!(
         err.contains(
-            "bad-provider.yml:3:12: error: `providers.kubernetes.scope` must be `node` or `cluster`"
+            "bad-provider.yml:3:12: error: `providers.kubernetes.scope`: must be `node` or `cluster`"
         ),
         "{err}"
     );

@@ -76,15 +76,13 @@ impl NamespaceShard {
                 Some(NamespaceShard { index, count })
             }
             (Ok(Some(_)), Ok(None)) | (Ok(None), Ok(Some(_))) => {
-                out.push(
-                    Problem::new(&key("shard"), "`shard` and `shards` go together").hint(hint),
-                );
+                out.push(Problem::new(key("shard"), "`shard` and `shards` go together").hint(hint));
                 None
             }
             _ => {
                 out.push(
                     Problem::new(
-                        &key("shard"),
+                        key("shard"),
                         "`shard` must be a whole number below `shards`, and `shards` at least 1",
                     )
                     .hint(hint),

@@ -85,7 +85,7 @@ impl Exec {
                             env.push((k.clone(), v.to_subst_text()));
                         }
                         other => out.push(Problem::new(
-                            &format!("env.{k}"),
+                            format!("env.{k}"),
                             format!("must be a string, found {}", other.type_name()),
                         )),
                     }

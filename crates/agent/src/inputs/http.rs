@@ -86,7 +86,7 @@ impl HttpSettings {
                             match item {
                                 Value::Str(p) => s.certificate_authorities.push(PathBuf::from(p)),
                                 other => out.push(Problem::new(
-                                    &format!("ssl.certificate_authorities.{i}"),
+                                    format!("ssl.certificate_authorities.{i}"),
                                     format!("must be a file path, found {}", other.type_name()),
                                 )),
                             }
@@ -116,7 +116,7 @@ impl HttpSettings {
                 },
                 "enabled" => {}
                 other => out.push(
-                    Problem::new(&format!("ssl.{other}"), "unknown setting").hint(
+                    Problem::new(format!("ssl.{other}"), "unknown setting").hint(
                         "known settings: certificate_authorities, verification_mode, enabled",
                     ),
                 ),

@@ -165,14 +165,14 @@ pub fn read_streams(
                 Some(s) => sets.push(s),
                 None if ELASTIC_METRICSETS.contains(&n.as_str()) => p.push(
                     Problem::warning(
-                        &format!("metricsets.{i}"),
+                        format!("metricsets.{i}"),
                         format!("metricset `{n}` of `{type_name}` is not available in this version of leasehold; the stream skips it"),
                     )
                     .hint(format!("available: {allowed}")),
                 ),
                 None => p.push(
                     Problem::new(
-                        &format!("metricsets.{i}"),
+                        format!("metricsets.{i}"),
                         format!("unknown metricset `{n}` of `{type_name}`"),
                     )
                     .hint(format!("available: {allowed}")),
@@ -222,14 +222,7 @@ pub fn read_streams(
         let dataset_per_metricset = data_stream.dataset == base.dataset && sets.len() > 1;
         let add_metadata = match m.get("add_metadata") {
             None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                p.push(Problem::new(
-                    "add_metadata",
-                    format!("must be true or false, found {}", other.type_name()),
-                ));
-                false
-            }
+            Some(v) => crate::settings::flag("add_metadata", v, &mut p).unwrap_or(false),
         };
         push_with_prefix(out, prefix, p);
         streams.push(Stream {
@@ -261,7 +254,7 @@ pub fn stream_maps(map: &Map, expand: &[&str], out: &mut Vec<Problem>) -> Vec<(S
                 Value::Map(m) => Some((format!("streams.{i}."), expand_dotted(m, expand))),
                 other => {
                     out.push(Problem::new(
-                        &format!("streams.{i}"),
+                        format!("streams.{i}"),
                         format!("must be a mapping, found {}", other.type_name()),
                     ));
                     None

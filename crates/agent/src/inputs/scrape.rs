@@ -214,7 +214,7 @@ pub fn filters(map: &Map, out: &mut Vec<Problem>) -> (Vec<Regex>, Vec<Regex>) {
                         Ok(r) => Some(r),
                         Err(e) => {
                             out.push(Problem::new(
-                                &format!("metrics_filters.{key}.{i}"),
+                                format!("metrics_filters.{key}.{i}"),
                                 format!("not a regular expression: {e}"),
                             ));
                             None
@@ -222,7 +222,7 @@ pub fn filters(map: &Map, out: &mut Vec<Problem>) -> (Vec<Regex>, Vec<Regex>) {
                     },
                     other => {
                         out.push(Problem::new(
-                            &format!("metrics_filters.{key}.{i}"),
+                            format!("metrics_filters.{key}.{i}"),
                             format!("must be a string, found {}", other.type_name()),
                         ));
                         None
@@ -231,7 +231,7 @@ pub fn filters(map: &Map, out: &mut Vec<Problem>) -> (Vec<Regex>, Vec<Regex>) {
                 .collect(),
             Some(other) => {
                 out.push(Problem::new(
-                    &format!("metrics_filters.{key}"),
+                    format!("metrics_filters.{key}"),
                     format!("must be a list of patterns, found {}", other.type_name()),
                 ));
                 Vec::new()
@@ -243,7 +243,7 @@ pub fn filters(map: &Map, out: &mut Vec<Problem>) -> (Vec<Regex>, Vec<Regex>) {
     for (k, _) in f.iter() {
         if k != "include" && k != "exclude" {
             out.push(
-                Problem::new(&format!("metrics_filters.{k}"), "unknown setting")
+                Problem::new(format!("metrics_filters.{k}"), "unknown setting")
                     .hint("known settings: include, exclude"),
             );
         }

@@ -7,61 +7,7 @@
 
 use leasehold_policy::{Map, Value};
 
-/// One problem with an input's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// Key path inside the input, e.g. `["command", "0"]`.
-    pub path: Vec<String>,
-    /// What is wrong.
-    pub message: String,
-    /// How to fix it.
-    pub hint: Option<String>,
-    /// Only a warning: the setting is ignored (an Elastic setting this
-    /// version does not use) and the input still runs.
-    pub warning: bool,
-}
-
-impl Problem {
-    /// A problem at `path` (dotted, e.g. `data_stream.type`).
-    pub fn new(path: &str, message: impl Into<String>) -> Self {
-        Problem {
-            path: path.split('.').map(str::to_string).collect(),
-            message: message.into(),
-            hint: None,
-            warning: false,
-        }
-    }
-
-    /// A warning at `path`.
-    pub fn warning(path: &str, message: impl Into<String>) -> Self {
-        Problem {
-            warning: true,
-            ..Problem::new(path, message)
-        }
-    }
-
-    /// Adds a hint.
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "`{}`: {}", self.path.join("."), self.message)?;
-        if let Some(h) = &self.hint {
-            write!(f, " (hint: {h})")?;
-        }
-        Ok(())
-    }
-}
-
-/// True for a string that still holds a substitution (as written in the
-/// policy): its type is only known after rendering.
-pub fn unresolved(v: &Value) -> bool {
-    matches!(v, Value::Str(s) if s.contains("${"))
-}
+pub use crate::settings::{Problem, unresolved};
 
 /// Reports every key of `map` not in `known` (plus the keys every input
 /// may have): an error for leasehold's own input types; a warning for
@@ -170,7 +116,7 @@ impl DataStream {
                 "namespace" => &mut ds.namespace,
                 _ => {
                     out.push(
-                        Problem::new(&format!("data_stream.{k}"), "unknown setting")
+                        Problem::new(format!("data_stream.{k}"), "unknown setting")
                             .hint("known settings: type, dataset, namespace"),
                     );
                     continue;
@@ -180,11 +126,11 @@ impl DataStream {
                 Value::Str(s) if unresolved(v) => *slot = s.clone(),
                 Value::Str(s) if valid_part(s) => *slot = s.clone(),
                 Value::Str(s) => out.push(
-                    Problem::new(&format!("data_stream.{k}"), format!("{s:?} cannot be part of a data stream name"))
+                    Problem::new(format!("data_stream.{k}"), format!("{s:?} cannot be part of a data stream name"))
                         .hint("use lower-case letters, digits, '_' and '.', not starting with '_' or '.', at most 100 characters"),
                 ),
                 other => out.push(Problem::new(
-                    &format!("data_stream.{k}"),
+                    format!("data_stream.{k}"),
                     format!("must be a string, found {}", other.type_name()),
                 )),
             }
@@ -219,7 +165,7 @@ pub fn string_list(map: &Map, key: &str, out: &mut Vec<Problem>) -> Option<Vec<S
                         argv.push(item.to_subst_text())
                     }
                     other => out.push(Problem::new(
-                        &format!("{key}.{i}"),
+                        format!("{key}.{i}"),
                         format!("must be a string, found {}", other.type_name()),
                     )),
                 }
@@ -265,7 +211,7 @@ pub fn optional_strings(
                 Value::Str(s) => Some(s.clone()),
                 other => {
                     out.push(Problem::new(
-                        &format!("{key}.{i}"),
+                        format!("{key}.{i}"),
                         format!("must be {one}, found {}", other.type_name()),
                     ));
                     None

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leasehold_policy::Value;
 
-use super::read::{SettingError, describe, given};
+use crate::settings::{Problem, describe, given};
 use crate::units::parse_duration;
 
 /// `headers`: a map of HTTP header names to values (scalars are written
@@ -14,7 +14,7 @@ use crate::units::parse_duration;
 pub(crate) fn headers(
     base: &str,
     keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
     match given(keys, "headers") {
@@ -26,7 +26,7 @@ pub(crate) fn headers(
                     Value::Str(t) => t.clone(),
                     Value::Int(_) | Value::Float(_) | Value::Bool(_) => describe(v),
                     other => {
-                        errors.push(SettingError::new(
+                        errors.push(Problem::new(
                             path,
                             format!("must be a string, found {}", describe(other)),
                         ));
@@ -36,16 +36,13 @@ pub(crate) fn headers(
                 if hyper::header::HeaderName::from_bytes(k.as_bytes()).is_err()
                     || hyper::header::HeaderValue::from_str(&value).is_err()
                 {
-                    errors.push(SettingError::new(
-                        path,
-                        "not a valid HTTP header name and value",
-                    ));
+                    errors.push(Problem::new(path, "not a valid HTTP header name and value"));
                     continue;
                 }
                 out.push((k.clone(), value));
             }
         }
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             format!("{base}.headers"),
             format!(
                 "must be a map of header names to values, found {}",
@@ -62,12 +59,12 @@ pub(crate) fn duration(
     keys: &BTreeMap<String, Value>,
     key: &str,
     default: Duration,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> Duration {
     match given(keys, key) {
         None => default,
         Some(v) => parse_duration(v).unwrap_or_else(|why| {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 format!("{base}.{key}"),
                 format!("{why}; write a duration such as 90s, 1m or 500ms"),
             ));
@@ -82,12 +79,12 @@ pub(crate) fn backoff(
     base: &str,
     keys: &BTreeMap<String, Value>,
     defaults: (Duration, Duration),
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> (Duration, Duration) {
     let init = duration(base, keys, "backoff.init", defaults.0, errors);
     let max = duration(base, keys, "backoff.max", defaults.1, errors);
     if init > max {
-        errors.push(SettingError::new(
+        errors.push(Problem::new(
             format!("{base}.backoff.init"),
             format!(
                 "{init:?} is longer than backoff.max ({max:?}); the first wait cannot exceed the longest"

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use leasehold_policy::Value;
 
-use super::read::SettingError;
 use super::sink::Sink;
+use crate::settings::Problem;
 
 /// An output's flattened keys (`queue.mem.events`, `hosts`, …).
 pub(crate) type Keys = BTreeMap<String, Value>;
@@ -27,7 +27,7 @@ pub(crate) struct OutputType {
     pub(crate) keys: &'static [&'static str],
     /// Reads its settings from the output's flattened keys, recording
     /// each problem with its path (the first argument is `outputs.NAME`).
-    pub(crate) parse: fn(&str, &Keys, &mut Vec<SettingError>) -> OutputKind,
+    pub(crate) parse: fn(&str, &Keys, &mut Vec<Problem>) -> OutputKind,
     /// Settings accepted but not acted on as written, as (key, why).
     pub(crate) notes: fn(&Keys) -> Notes,
 }

@@ -8,9 +8,9 @@ use leasehold_policy::Value;
 
 use super::disk;
 use super::kind::OutputKind;
-pub use super::read::SettingError;
-use super::read::{describe, given, int_in};
 use super::types::{self, output_types};
+pub use crate::settings::Problem;
+use crate::settings::{describe, given, int_in};
 use crate::units::parse_size;
 
 /// Beats' default memory queue size.
@@ -131,12 +131,12 @@ pub fn output_notes(section: &Value) -> Vec<(String, String)> {
     notes
 }
 
-pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<SettingError>> {
+pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<Problem>> {
     let map = match section {
         Value::Null => return Ok(Vec::new()),
         Value::Map(m) => m,
         other => {
-            return Err(vec![SettingError::new(
+            return Err(vec![Problem::new(
                 "outputs",
                 format!(
                     "must be a map from output name to its settings, found {}",
@@ -163,7 +163,7 @@ pub fn parse_outputs(section: &Value) -> Result<Vec<OutputSettings>, Vec<Setting
 /// One error per output whose `queue.disk.path` is the same directory as
 /// an earlier output's: two queues in one directory would take each
 /// other's segments and acknowledgements and lose events.
-pub fn shared_disk_paths(outputs: &[OutputSettings]) -> Vec<SettingError> {
+pub fn shared_disk_paths(outputs: &[OutputSettings]) -> Vec<Problem> {
     let mut seen: Vec<(PathBuf, &str)> = Vec::new();
     let mut errors = Vec::new();
     for o in outputs {
@@ -172,7 +172,7 @@ pub fn shared_disk_paths(outputs: &[OutputSettings]) -> Vec<SettingError> {
         };
         let key = same_dir_key(path);
         match seen.iter().find(|(k, _)| *k == key) {
-            Some((_, first)) => errors.push(SettingError::new(
+            Some((_, first)) => errors.push(Problem::new(
                 format!("outputs.{}.{DISK_PATH_KEY}", o.name),
                 format!(
                     "{} is also the disk queue of output `{first}`; give each output a directory of its own",
@@ -192,20 +192,16 @@ fn same_dir_key(path: &std::path::Path) -> PathBuf {
 }
 
 /// One output's settings, or `None` after recording its problems.
-fn parse_output(
-    name: &str,
-    value: &Value,
-    errors: &mut Vec<SettingError>,
-) -> Option<OutputSettings> {
+fn parse_output(name: &str, value: &Value, errors: &mut Vec<Problem>) -> Option<OutputSettings> {
     let base = format!("outputs.{name}");
     let before = errors.len();
     if name.is_empty() {
-        errors.push(SettingError::new(&base, "an output name must not be empty"));
+        errors.push(Problem::new(&base, "an output name must not be empty"));
     }
     let map = match value {
         Value::Map(m) => m,
         other => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 &base,
                 format!(
                     "must be a map of settings with at least `type` (one of: {}), found {}",
@@ -224,7 +220,7 @@ fn parse_output(
     let known_types = output_types().join(", ");
     let output_type = match get("type") {
         None => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 &type_path,
                 format!("required; one of: {known_types}"),
             ));
@@ -232,14 +228,14 @@ fn parse_output(
         }
         Some(Value::Str(t)) if types::named(t).is_some() => types::named(t),
         Some(Value::Str(t)) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 &type_path,
                 format!("unknown output type `{t}`; known types: {known_types}"),
             ));
             None
         }
         Some(other) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 &type_path,
                 format!(
                     "must be a string, one of: {known_types}; found {}",
@@ -276,7 +272,7 @@ fn parse_output(
         if !known.contains(&key.as_str()) {
             let mut sorted = known.clone();
             sorted.sort_unstable();
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 format!("{base}.{key}"),
                 format!(
                     "unknown key for a {} output; known keys: {}",
@@ -305,15 +301,15 @@ fn parse_memory(
     base: &str,
     keys: &BTreeMap<String, Value>,
     disk: bool,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> MemoryLimits {
     let mut m = MemoryLimits::default();
-    let size = |key: &str, lo: u64, hi: u64, errors: &mut Vec<SettingError>| -> Option<u64> {
+    let size = |key: &str, lo: u64, hi: u64, errors: &mut Vec<Problem>| -> Option<u64> {
         let v = given(keys, key)?;
         match parse_size(v) {
             Some(n) if (lo..=hi).contains(&n) => Some(n),
             _ => {
-                errors.push(SettingError::new(
+                errors.push(Problem::new(
                     format!("{base}.{key}"),
                     format!(
                         "must be a size from {lo} to {hi} bytes, in bytes or with a unit (32MiB, 500KB), found {}",
@@ -325,7 +321,7 @@ fn parse_memory(
         }
     };
     if disk && given(keys, QUEUE_BYTES_KEY).is_some() {
-        errors.push(SettingError::new(
+        errors.push(Problem::new(
             format!("{base}.{QUEUE_BYTES_KEY}"),
             format!("given together with `{DISK_KEY}`; an output has one queue: bound the disk queue with `{DISK_MAX_SIZE_KEY}`"),
         ));
@@ -343,7 +339,7 @@ fn parse_memory(
     }
     if m.max_event_bytes > m.queue_bytes {
         if given(keys, MAX_EVENT_BYTES_KEY).is_some() {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 format!("{base}.{MAX_EVENT_BYTES_KEY}"),
                 format!(
                     "{} is more than `{QUEUE_BYTES_KEY}` ({}): such an event could never be queued; lower it or raise the queue",
@@ -365,7 +361,7 @@ fn flatten(
     prefix: &str,
     map: &leasehold_policy::Map,
     keys: &mut BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) {
     for (k, v) in map.iter() {
         let key = if prefix.is_empty() {
@@ -389,7 +385,7 @@ fn flatten(
                         }
                         _ => String::new(),
                     };
-                    errors.push(SettingError::new(
+                    errors.push(Problem::new(
                         format!("{base}.{key}"),
                         format!(
                             "must be a map of settings{holding}, found {}",
@@ -401,7 +397,7 @@ fn flatten(
             continue;
         }
         if keys.contains_key(&key) {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 format!("{base}.{key}"),
                 "given more than once (dotted and nested forms name the same key); keep one",
             ));
@@ -415,7 +411,7 @@ fn flatten(
 fn parse_disk(
     base: &str,
     keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> Option<DiskSettings> {
     let given_disk = [DISK_KEY, DISK_PATH_KEY, DISK_MAX_SIZE_KEY]
         .iter()
@@ -424,7 +420,7 @@ fn parse_disk(
         return None;
     }
     if given(keys, QUEUE_EVENTS_KEY).is_some() {
-        errors.push(SettingError::new(
+        errors.push(Problem::new(
             format!("{base}.{DISK_KEY}"),
             format!("given together with `{QUEUE_EVENTS_KEY}`; an output has one queue: keep one"),
         ));
@@ -436,7 +432,7 @@ fn parse_disk(
     match given(keys, DISK_PATH_KEY) {
         None => {}
         Some(Value::Str(p)) if !p.is_empty() => d.path = Some(PathBuf::from(p)),
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             format!("{base}.{DISK_PATH_KEY}"),
             format!("must be a directory path, found {}", describe(other)),
         )),
@@ -445,7 +441,7 @@ fn parse_disk(
         None => {}
         Some(v) => match parse_size(v) {
             Some(n) if n >= 1024 * 1024 => d.max_size = n,
-            _ => errors.push(SettingError::new(
+            _ => errors.push(Problem::new(
                 format!("{base}.{DISK_MAX_SIZE_KEY}"),
                 format!(
                     "must be a size of at least 1MiB, in bytes or with a unit (512MiB, 10GB), found {}",
@@ -472,7 +468,7 @@ mod tests {
             .map_or(Value::Null, |n| n.to_value())
     }
 
-    fn parse(yaml: &str) -> Result<Vec<OutputSettings>, Vec<SettingError>> {
+    fn parse(yaml: &str) -> Result<Vec<OutputSettings>, Vec<Problem>> {
         parse_outputs(&section(yaml))
     }
 
@@ -481,7 +477,7 @@ mod tests {
         parse(yaml)
             .unwrap_err()
             .into_iter()
-            .map(|e| (e.path, e.message))
+            .map(|e| (e.key(), e.message))
             .collect()
     }
 
@@ -835,7 +831,7 @@ mod tests {
         assert!(msg("outputs.f.queue.mem.events").contains("from 1 to 1048576"));
         assert!(msg("outputs.big.path").contains("non-empty string"));
         for e in parse(yaml).unwrap_err() {
-            assert_eq!(e.to_string(), format!("{}: {}", e.path, e.message));
+            assert_eq!(e.to_string(), format!("`{}`: {}", e.key(), e.message));
         }
     }
 
@@ -845,7 +841,7 @@ mod tests {
         assert_eq!(parse("outputs:\n"), Ok(vec![]));
         assert_eq!(parse("outputs: {}\n"), Ok(vec![]));
         let errs = parse_outputs(&Value::List(vec![])).unwrap_err();
-        assert_eq!(errs[0].path, "outputs");
+        assert_eq!(errs[0].key(), "outputs");
         assert!(errs[0].message.contains("must be a map"));
         // No `default` output is fine here; the runtime decides.
         assert_eq!(

@@ -8,6 +8,8 @@ use std::time::Duration;
 use leasehold_policy::subst::{self, Resolved};
 use leasehold_policy::{Policy, Value, Vars};
 
+use crate::settings::{self, Problem};
+
 /// `agent.shutdown_timeout` when not set: below a pod's default 30 s grace.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(25);
 /// Elastic Agent's monitoring port.
@@ -97,7 +99,7 @@ impl AgentSettings {
     /// Reads the resolved `agent:` section; every problem is listed with
     /// its key.
     pub fn from_section(agent: &Value) -> Result<AgentSettings, Vec<String>> {
-        let mut errors = Vec::new();
+        let mut errors: Vec<Problem> = Vec::new();
         let get = |path: &str| -> Option<&Value> {
             let mut at = agent;
             for seg in path.split('.') {
@@ -110,36 +112,28 @@ impl AgentSettings {
         };
         let shutdown_timeout = match get("shutdown_timeout") {
             None | Some(Value::Null) => DEFAULT_SHUTDOWN_TIMEOUT,
-            Some(v) => match crate::units::parse_duration(v) {
-                Ok(d) if d >= Duration::from_secs(1) && d <= Duration::from_secs(3600) => d,
-                Ok(_) => {
-                    errors.push("`agent.shutdown_timeout` must be between 1s and 1h".to_string());
-                    DEFAULT_SHUTDOWN_TIMEOUT
-                }
-                Err(e) => {
-                    errors.push(format!("`agent.shutdown_timeout`: {e}"));
-                    DEFAULT_SHUTDOWN_TIMEOUT
-                }
-            },
+            Some(v) => settings::duration_in(
+                "agent.shutdown_timeout",
+                v,
+                Duration::from_secs(1),
+                Duration::from_secs(3600),
+                &mut errors,
+            )
+            .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT),
         };
         let enabled = match get("monitoring.http.enabled") {
             None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                errors.push(format!(
-                    "`agent.monitoring.http.enabled` must be a boolean, found {}",
-                    other.type_name()
-                ));
-                false
+            Some(v) => {
+                settings::flag("agent.monitoring.http.enabled", v, &mut errors).unwrap_or(false)
             }
         };
         let host = match get("monitoring.http.host") {
             None | Some(Value::Null) => "localhost".to_string(),
             Some(Value::Str(s)) => s.clone(),
             Some(other) => {
-                errors.push(format!(
-                    "`agent.monitoring.http.host` must be a string, found {}",
-                    other.type_name()
+                errors.push(Problem::new(
+                    "agent.monitoring.http.host",
+                    format!("must be a string, found {}", settings::describe(other)),
                 ));
                 "localhost".into()
             }
@@ -151,9 +145,12 @@ impl AgentSettings {
                 s.parse().unwrap_or(DEFAULT_MONITORING_PORT)
             }
             Some(other) => {
-                errors.push(format!(
-                    "`agent.monitoring.http.port` must be a port number (0-65535), found {}",
-                    other.to_subst_text()
+                errors.push(Problem::new(
+                    "agent.monitoring.http.port",
+                    format!(
+                        "must be a port number (0-65535), found {}",
+                        other.to_subst_text()
+                    ),
                 ));
                 DEFAULT_MONITORING_PORT
             }
@@ -162,7 +159,7 @@ impl AgentSettings {
             match listen_addr(&host, port) {
                 Ok(a) => Some(a),
                 Err(e) => {
-                    errors.push(format!("`agent.monitoring.http.host`: {e}"));
+                    errors.push(Problem::new("agent.monitoring.http.host", e));
                     None
                 }
             }
@@ -177,7 +174,7 @@ impl AgentSettings {
                 shipping,
             })
         } else {
-            Err(errors)
+            Err(errors.iter().map(ToString::to_string).collect())
         }
     }
 }
@@ -188,20 +185,12 @@ impl AgentSettings {
 /// a section holding only `http` ships nothing.
 fn shipping<'a>(
     get: &dyn Fn(&str) -> Option<&'a Value>,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<Problem>,
 ) -> Option<Shipping> {
     let given = |k: &str| get(&format!("monitoring.{k}")).filter(|v| !matches!(v, Value::Null));
     let mut flag = |k: &str, default: bool| match given(k) {
         None => default,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Str(s)) if s == "true" || s == "false" => s == "true",
-        Some(other) => {
-            errors.push(format!(
-                "`agent.monitoring.{k}` must be true or false, found {}",
-                other.to_subst_text()
-            ));
-            default
-        }
+        Some(v) => settings::flag(&format!("agent.monitoring.{k}"), v, errors).unwrap_or(default),
     };
     let asked = ["logs", "metrics", "use_output", "namespace"]
         .iter()
@@ -213,9 +202,9 @@ fn shipping<'a>(
         None => default.to_string(),
         Some(Value::Str(s)) if !s.is_empty() => s.clone(),
         Some(other) => {
-            errors.push(format!(
-                "`agent.monitoring.{k}` must be a name, found {}",
-                other.to_subst_text()
+            errors.push(Problem::new(
+                format!("agent.monitoring.{k}"),
+                format!("must be a name, found {}", other.to_subst_text()),
             ));
             default.to_string()
         }
@@ -224,17 +213,14 @@ fn shipping<'a>(
     let namespace = text("namespace", "default");
     let period = match given("metrics_period") {
         None => crate::inputs::monitoring::DEFAULT_PERIOD,
-        Some(v) => match crate::units::parse_duration(v) {
-            Ok(d) if d >= Duration::from_secs(1) => d,
-            Ok(_) => {
-                errors.push("`agent.monitoring.metrics_period` must be 1s or more".to_string());
-                crate::inputs::monitoring::DEFAULT_PERIOD
-            }
-            Err(e) => {
-                errors.push(format!("`agent.monitoring.metrics_period`: {e}"));
-                crate::inputs::monitoring::DEFAULT_PERIOD
-            }
-        },
+        Some(v) => settings::duration_in(
+            "agent.monitoring.metrics_period",
+            v,
+            Duration::from_secs(1),
+            Duration::from_secs(24 * 3600),
+            errors,
+        )
+        .unwrap_or(crate::inputs::monitoring::DEFAULT_PERIOD),
     };
     (enabled && (logs || metrics)).then_some(Shipping {
         use_output,

@@ -107,11 +107,8 @@ pub fn load(files: &PolicyFiles, statics: &Statics) -> Result<Loaded, Vec<String
             Value::Null => Err(vec![
                 "no `outputs:` section: define at least `outputs.default`".to_string(),
             ]),
-            v => outputs::parse_outputs(&v).map_err(|errs| {
-                errs.into_iter()
-                    .map(|e| format!("`{}`: {}", e.path, e.message))
-                    .collect()
-            }),
+            v => outputs::parse_outputs(&v)
+                .map_err(|errs| errs.into_iter().map(|e| e.to_string()).collect()),
         })
         .map_err(|e| errors.extend(e.into_iter().map(|m| format!("{file}: {m}"))))
         .ok();

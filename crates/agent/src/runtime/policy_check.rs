@@ -27,14 +27,14 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
             .collect();
         if let Err(errors) = crate::outputs::parse_outputs(&section.to_value()) {
             for e in errors {
-                let pos = at(section, &e.path);
+                let path = e.key();
+                let pos = at(section, &path);
                 let value = section.to_value();
-                let raw = value.lookup_path(e.path.trim_start_matches("outputs."));
-                if raw.is_some_and(crate::inputs::settings::unresolved) {
+                let raw = value.lookup_path(path.trim_start_matches("outputs."));
+                if raw.is_some_and(crate::settings::unresolved) {
                     continue;
                 }
-                let kind = e
-                    .path
+                let kind = path
                     .strip_suffix(".type")
                     .and_then(|p| {
                         value.lookup_path(&format!("{}.type", p.trim_start_matches("outputs.")))
@@ -50,7 +50,7 @@ pub fn diagnostics(policy: &Policy, sample: Option<&Vars>) -> Vec<Diagnostic> {
                             "output type `{k}` is not available in this version of leasehold; `run` refuses this policy"
                         ),
                     ),
-                    _ => (Severity::Error, format!("`{}`: {}", e.path, e.message)),
+                    _ => (Severity::Error, e.to_string()),
                 };
                 out.push(Diagnostic {
                     severity,

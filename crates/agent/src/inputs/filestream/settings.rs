@@ -12,6 +12,7 @@ use super::parsers::{Match, Stream};
 use super::pipeline::{Format, NdjsonSettings, ParserSpec, StreamFilter};
 use crate::inputs::scrape::duration;
 use crate::inputs::settings::{COMMON_KEYS, DataStream, Problem, optional_strings, unresolved};
+use crate::settings::describe;
 
 /// Every key a stream reads (dotted, as in Filebeat's reference).
 const KEYS: [&str; 20] = [
@@ -151,15 +152,8 @@ fn unknown(map: &Map, prefix: &str, out: &mut Vec<Problem>) {
 fn flag(map: &Map, key: &str, default: bool, out: &mut Vec<Problem>) -> bool {
     match lookup(map, key) {
         None | Some(Value::Null) => default,
-        Some(Value::Bool(b)) => *b,
         Some(v) if unresolved(v) => default,
-        Some(v) => {
-            out.push(Problem::new(
-                key,
-                format!("must be true or false, found {}", v.type_name()),
-            ));
-            default
-        }
+        Some(v) => crate::settings::flag(key, v, out).unwrap_or(default),
     }
 }
 
@@ -189,7 +183,7 @@ fn patterns(map: &Map, keys: &[&str], out: &mut Vec<Problem>) -> Vec<Regex> {
                 Ok(r) => all.push(r),
                 Err(e) => out.push(
                     Problem::new(
-                        &format!("{key}.{i}"),
+                        format!("{key}.{i}"),
                         format!("is not a valid regular expression: {e}"),
                     )
                     .hint("Filebeat's patterns are regular expressions, e.g. `\\.gz$`"),
@@ -223,14 +217,14 @@ pub fn read_stream(
         if !p.starts_with('/') && !p.contains("${") {
             out.push(
                 Problem::new(
-                    &format!("paths.{i}"),
+                    format!("paths.{i}"),
                     format!("`{p}` is not an absolute path"),
                 )
                 .hint("write the full path; the agent's working directory is not the node's"),
             );
         } else if let Err(e) = glob::Pattern::new(p) {
             out.push(Problem::new(
-                &format!("paths.{i}"),
+                format!("paths.{i}"),
                 format!("is not a valid glob: {e}"),
             ));
         }
@@ -282,7 +276,7 @@ pub fn read_stream(
                 "message_max_bytes",
                 format!(
                     "must be a number of bytes from 1024 to 1073741824, found {}",
-                    crate::outputs::describe(v)
+                    describe(v)
                 ),
             ));
             MESSAGE_MAX_BYTES
@@ -383,7 +377,7 @@ fn read_parsers(map: &Map, out: &mut Vec<Problem>) -> Vec<ParserSpec> {
             Value::Null => &empty,
             other => {
                 out.push(Problem::new(
-                    &format!("{at}.{name}"),
+                    format!("{at}.{name}"),
                     format!("must be a mapping, found {}", other.type_name()),
                 ));
                 continue;
@@ -488,7 +482,7 @@ fn multiline(m: &Map, out: &mut Vec<Problem>) -> Option<ParserSpec> {
                     "type",
                     format!(
                         "multiline type {} is not available in this version",
-                        crate::outputs::describe(v)
+                        describe(v)
                     ),
                 )
                 .hint("use `type: pattern`"),
@@ -531,10 +525,7 @@ fn multiline(m: &Map, out: &mut Vec<Problem>) -> Option<ParserSpec> {
         Some(v) => {
             out.push(Problem::new(
                 "max_lines",
-                format!(
-                    "must be a positive number, found {}",
-                    crate::outputs::describe(v)
-                ),
+                format!("must be a positive number, found {}", describe(v)),
             ));
             MULTILINE_MAX_LINES
         }

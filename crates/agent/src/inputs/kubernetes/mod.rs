@@ -80,7 +80,7 @@ fn split_event_stream(
         if found.is_some() {
             out.push(
                 Problem::new(
-                    &format!("streams.{i}.metricsets"),
+                    format!("streams.{i}.metricsets"),
                     "a second stream with the `event` metricset: one watch of Events per input",
                 )
                 .hint("keep one `event` stream"),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use leasehold_policy::Value;
 
 use super::super::common;
-use super::super::read::{SettingError, describe, describe_at, given, int_in};
 use crate::redact::{self, Redactor};
+use crate::settings::{Problem, describe, describe_at, flag, given, int_in};
 use crate::tls::Verification;
 
 /// Keys an `elasticsearch` output accepts (after `ssl`/`backoff` maps are
@@ -202,7 +202,7 @@ pub fn basic_token(user: &str, password: &str) -> String {
 pub fn parse(
     base: &str,
     keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> ElasticsearchSettings {
     let get = |key: &str| given(keys, key);
     let path_of = |key: &str| format!("{base}.{key}");
@@ -212,7 +212,7 @@ pub fn parse(
         None => None,
         Some(Value::Str(p)) if p == "http" || p == "https" => Some(p.clone()),
         Some(other) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("protocol"),
                 format!("must be http or https, found {}", describe(other)),
             ));
@@ -230,7 +230,7 @@ pub fn parse(
             }
         }
         Some(other) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("path"),
                 format!(
                     "must be a URL path prefix such as /es, found {}",
@@ -242,7 +242,7 @@ pub fn parse(
     };
     let hosts: Vec<(String, String)> = match get("hosts") {
         None => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("hosts"),
                 "required: the Elasticsearch or OpenSearch URLs, e.g. ['https://es.example:9200']",
             ));
@@ -254,14 +254,14 @@ pub fn parse(
             for (i, item) in items.iter().enumerate() {
                 match item {
                     Value::Str(h) => out.push((format!("{base}.hosts.{i}"), h.clone())),
-                    other => errors.push(SettingError::new(
+                    other => errors.push(Problem::new(
                         format!("{base}.hosts.{i}"),
                         format!("must be a URL string, found {}", describe(other)),
                     )),
                 }
             }
             if items.is_empty() {
-                errors.push(SettingError::new(
+                errors.push(Problem::new(
                     path_of("hosts"),
                     "must name at least one host",
                 ));
@@ -269,7 +269,7 @@ pub fn parse(
             out
         }
         Some(other) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("hosts"),
                 format!("must be a list of URLs, found {}", describe(other)),
             ));
@@ -287,7 +287,7 @@ pub fn parse(
                     (None, _) => {}
                     (Some(c), None) => url_credentials = Some((path, c)),
                     (Some(c), Some((first, known))) if c != *known => {
-                        errors.push(SettingError::new(
+                        errors.push(Problem::new(
                             path,
                             format!(
                                 "carries other credentials (user:password@) than `{first}`; an output authenticates one way to all its hosts: remove them from the URLs and set `username` and `password`"
@@ -297,7 +297,7 @@ pub fn parse(
                     (Some(_), Some(_)) => {}
                 }
             }
-            Err(why) => errors.push(SettingError::new(path, why)),
+            Err(why) => errors.push(Problem::new(path, why)),
         }
     }
 
@@ -308,7 +308,7 @@ pub fn parse(
             .into_iter()
             .find(|k| given(keys, k).is_some());
         match explicit {
-            Some(key) => errors.push(SettingError::new(
+            Some(key) => errors.push(Problem::new(
                 path,
                 format!(
                     "carries credentials (user:password@) and `{base}.{key}` is set too; give them one way: remove them from the URL, or remove `{key}`"
@@ -321,14 +321,14 @@ pub fn parse(
         }
     }
     if s.password.is_some() && s.username.is_none() {
-        errors.push(SettingError::new(
+        errors.push(Problem::new(
             path_of("password"),
             "given without `username`; set both for basic authentication",
         ));
     }
     if let Some(key) = string(keys, base, "api_key", errors) {
         if s.username.is_some() {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("api_key"),
                 "given together with `username`; use one way to authenticate",
             ));
@@ -337,13 +337,8 @@ pub fn parse(
     }
     s.headers = common::headers(base, keys, errors);
 
-    if let Some(v) = get("ssl.enabled")
-        && !matches!(v, Value::Bool(_))
-    {
-        errors.push(SettingError::new(
-            path_of("ssl.enabled"),
-            format!("must be true or false, found {}", describe(v)),
-        ));
+    if let Some(v) = get("ssl.enabled") {
+        flag(&path_of("ssl.enabled"), v, errors);
     }
     match get("ssl.certificate_authorities") {
         None => {}
@@ -352,14 +347,14 @@ pub fn parse(
             for (i, item) in items.iter().enumerate() {
                 match item {
                     Value::Str(p) => s.certificate_authorities.push(PathBuf::from(p)),
-                    other => errors.push(SettingError::new(
+                    other => errors.push(Problem::new(
                         format!("{base}.ssl.certificate_authorities.{i}"),
                         format!("must be a PEM file path, found {}", describe(other)),
                     )),
                 }
             }
         }
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("ssl.certificate_authorities"),
             format!(
                 "must be a list of PEM file paths, found {}",
@@ -372,7 +367,7 @@ pub fn parse(
         Some(Value::Str(m)) if Verification::from_name(m).is_some() => {
             s.verification = Verification::from_name(m).unwrap_or_default();
         }
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("ssl.verification_mode"),
             format!(
                 "must be full, strict, certificate or none, found {}",
@@ -390,9 +385,9 @@ pub fn parse(
         Some(Value::Str(f)) if f.contains("${") => {}
         Some(Value::Str(f)) => match crate::tls::parse_fingerprint(f.trim()) {
             Ok(pin) => s.ca_trusted_fingerprint = Some(pin),
-            Err(e) => errors.push(SettingError::new(path_of("ssl.ca_trusted_fingerprint"), e)),
+            Err(e) => errors.push(Problem::new(path_of("ssl.ca_trusted_fingerprint"), e)),
         },
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("ssl.ca_trusted_fingerprint"),
             format!(
                 "must be a string of 64 hexadecimal digits, found {}",
@@ -421,13 +416,8 @@ pub fn parse(
     {
         s.worker = n as usize;
     }
-    if let Some(v) = get("loadbalance")
-        && !matches!(v, Value::Bool(_))
-    {
-        errors.push(SettingError::new(
-            path_of("loadbalance"),
-            format!("must be true or false, found {}", describe(v)),
-        ));
+    if let Some(v) = get("loadbalance") {
+        flag(&path_of("loadbalance"), v, errors);
     }
     match get("preset") {
         None => {}
@@ -441,7 +431,7 @@ pub fn parse(
                 s.preset = Some(preset);
             }
         }
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("preset"),
             format!(
                 "must be one of balanced, throughput, scale, latency, custom; found {}",
@@ -561,14 +551,14 @@ fn string(
     keys: &BTreeMap<String, Value>,
     base: &str,
     key: &str,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> Option<String> {
     match given(keys, key) {
         None => None,
         Some(Value::Str(t)) if !t.is_empty() => Some(t.clone()),
         Some(Value::Str(_)) => None,
         Some(other) => {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 format!("{base}.{key}"),
                 format!(
                     "must be a string (quote it in YAML), found {}",
@@ -666,7 +656,7 @@ mod tests {
             );
             let e = errors
                 .iter()
-                .find(|e| e.path == "outputs.es.hosts.1")
+                .find(|e| e.key() == "outputs.es.hosts.1")
                 .unwrap_or_else(|| panic!("{other}: {errors:?}"));
             assert!(
                 e.message
@@ -687,7 +677,7 @@ mod tests {
             &mut errors,
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].path, "outputs.es.hosts.1");
+        assert_eq!(errors[0].key(), "outputs.es.hosts.1");
         assert!(errors[0].message.contains("`outputs.es.hosts.0`"));
         assert!(!errors[0].to_string().contains("secret"));
     }
@@ -711,18 +701,18 @@ mod tests {
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert!(
             text.iter()
-                .any(|e| e.starts_with("outputs.es.hosts.0: \"ftp://es\"")),
+                .any(|e| e.starts_with("`outputs.es.hosts.0`: \"ftp://es\"")),
             "{text:?}"
         );
         assert!(
             text.iter()
-                .any(|e| e.starts_with("outputs.es.hosts.1: the password in the URL")),
+                .any(|e| e.starts_with("`outputs.es.hosts.1`: the password in the URL")),
             "{text:?}"
         );
         assert!(
             text.iter()
                 .any(|e| e
-                    == "outputs.es.password: must be a string (quote it in YAML), found an int"),
+                    == "`outputs.es.password`: must be a string (quote it in YAML), found an int"),
             "{text:?}"
         );
         for e in &text {

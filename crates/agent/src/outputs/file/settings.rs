@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use leasehold_policy::Value;
 
-use crate::outputs::read::{SettingError, describe, given, int_in};
+use crate::settings::{Problem, describe, given, int_in};
 
 /// Default base name of the files of a file output.
 pub const DEFAULT_FILENAME: &str = "leasehold";
@@ -77,18 +77,18 @@ impl FileSettings {
 pub fn parse(
     base: &str,
     keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> FileSettings {
     let get = |key: &str| given(keys, key);
     let mut s = FileSettings::new("");
     let path_key = format!("{base}.path");
     match get("path") {
-        None => errors.push(SettingError::new(
+        None => errors.push(Problem::new(
             &path_key,
             "required for a file output: the directory the files are written to",
         )),
         Some(Value::Str(p)) if !p.is_empty() && !p.contains('\0') => s.path = PathBuf::from(p),
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             &path_key,
             format!(
                 "must be a non-empty string naming a directory, found {}",
@@ -99,7 +99,7 @@ pub fn parse(
     if let Some(v) = get("filename") {
         match v {
             Value::Str(f) if valid_filename(f) => s.filename = f.clone(),
-            other => errors.push(SettingError::new(
+            other => errors.push(Problem::new(
                 format!("{base}.filename"),
                 format!(
                     "must be a non-empty file name without `/` (not `.` or `..`), found {}",
@@ -133,7 +133,7 @@ pub fn parse(
     if let Some(v) = get("permissions") {
         match parse_mode(v) {
             Some(mode) => s.permissions = mode,
-            None => errors.push(SettingError::new(
+            None => errors.push(Problem::new(
                 format!("{base}.permissions"),
                 format!(
                     "must be a file mode from 0 to 0777: an octal string such as \"0600\", \

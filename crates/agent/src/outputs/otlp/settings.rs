@@ -8,8 +8,8 @@ use std::time::Duration;
 use leasehold_policy::Value;
 
 use super::super::common;
-use super::super::read::{SettingError, describe, given, int_in};
 use crate::redact::{self, Redactor};
+use crate::settings::{Problem, describe, flag, given, int_in};
 use crate::tls::Verification;
 
 /// Keys an `otlp` output accepts (after `tls`/`backoff` maps are
@@ -99,7 +99,7 @@ impl OtlpSettings {
 pub fn parse(
     base: &str,
     keys: &BTreeMap<String, Value>,
-    errors: &mut Vec<SettingError>,
+    errors: &mut Vec<Problem>,
 ) -> OtlpSettings {
     let get = |key: &str| given(keys, key);
     let path_of = |key: &str| format!("{base}.{key}");
@@ -122,25 +122,25 @@ pub fn parse(
         Some(Value::Str(p)) if p == "http/protobuf" || p == "http" => {
             s.protocol = Protocol::HttpProtobuf
         }
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("protocol"),
             format!("must be grpc or http/protobuf, found {}", describe(other)),
         )),
     }
     let mut url_credentials = None;
     match get("endpoint") {
-        None => errors.push(SettingError::new(
+        None => errors.push(Problem::new(
             path_of("endpoint"),
             "required: the receiver's URL, e.g. http://otel-collector:4317 for gRPC or http://otel-collector:4318 for protocol: http/protobuf",
         )),
         Some(Value::Str(e)) => match redact::split_userinfo(e.trim()) {
-            Err(why) => errors.push(SettingError::new(path_of("endpoint"), why)),
+            Err(why) => errors.push(Problem::new(path_of("endpoint"), why)),
             Ok((e, credentials)) => {
                 let e = e.trim_end_matches('/');
                 let scheme_ok = e.starts_with("http://") || e.starts_with("https://");
                 match e.parse::<hyper::Uri>() {
                     Ok(uri) if scheme_ok && uri.host().is_some() => s.endpoint = e.to_string(),
-                    _ => errors.push(SettingError::new(
+                    _ => errors.push(Problem::new(
                         path_of("endpoint"),
                         format!(
                             "{e:?} is not an http:// or https:// URL with a host, e.g. http://otel-collector:4317"
@@ -150,7 +150,7 @@ pub fn parse(
                 url_credentials = credentials;
             }
         },
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("endpoint"),
             format!("must be a URL string, found {}", describe(other)),
         )),
@@ -164,7 +164,7 @@ pub fn parse(
     // (as Go's HTTP client does), over gRPC as `authorization` metadata.
     if let Some((user, pass)) = url_credentials {
         if s.headers.iter().any(|(k, _)| k == "authorization") {
-            errors.push(SettingError::new(
+            errors.push(Problem::new(
                 path_of("endpoint"),
                 format!(
                     "carries credentials (user:password@) and `{base}.headers` sets Authorization too; give them one way: remove them from the URL, or remove the header"
@@ -180,7 +180,7 @@ pub fn parse(
         None => {}
         Some(Value::Str(c)) if c == "gzip" => s.gzip = true,
         Some(Value::Str(c)) if c == "none" || c.is_empty() => s.gzip = false,
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("compression"),
             format!("must be gzip or none, found {}", describe(other)),
         )),
@@ -188,18 +188,15 @@ pub fn parse(
     match get("tls.ca_file") {
         None => {}
         Some(Value::Str(p)) => s.ca_file = Some(PathBuf::from(p)),
-        Some(other) => errors.push(SettingError::new(
+        Some(other) => errors.push(Problem::new(
             path_of("tls.ca_file"),
             format!("must be a PEM file path, found {}", describe(other)),
         )),
     }
-    match get("tls.insecure_skip_verify") {
-        None | Some(Value::Bool(false)) => {}
-        Some(Value::Bool(true)) => s.verification = Verification::None,
-        Some(other) => errors.push(SettingError::new(
-            path_of("tls.insecure_skip_verify"),
-            format!("must be true or false, found {}", describe(other)),
-        )),
+    if let Some(v) = get("tls.insecure_skip_verify")
+        && flag(&path_of("tls.insecure_skip_verify"), v, errors) == Some(true)
+    {
+        s.verification = Verification::None;
     }
     if let Some(v) = get("bulk_max_size")
         && let Some(n) = int_in(&path_of("bulk_max_size"), v, 1, 100_000, errors)
@@ -225,7 +222,7 @@ pub fn parse(
 mod tests {
     use super::*;
 
-    fn endpoint(url: &str, headers: Option<(&str, &str)>) -> (OtlpSettings, Vec<SettingError>) {
+    fn endpoint(url: &str, headers: Option<(&str, &str)>) -> (OtlpSettings, Vec<Problem>) {
         let mut keys: BTreeMap<String, Value> =
             [("endpoint".to_string(), Value::Str(url.into()))].into();
         if let Some((k, v)) = headers {
@@ -263,7 +260,7 @@ mod tests {
             Some(("Authorization", "Bearer t0ken-value")),
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].path, "outputs.o.endpoint");
+        assert_eq!(errors[0].key(), "outputs.o.endpoint");
         assert!(errors[0].message.contains("headers"), "{}", errors[0]);
         assert!(!errors[0].to_string().contains("s3cret"));
 
@@ -291,6 +288,6 @@ mod tests {
         let (s, errors) = parse_with(Value::Int(0));
         assert_eq!(s.num_consumers, DEFAULT_NUM_CONSUMERS);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert_eq!(errors[0].path, "outputs.o.sending_queue.num_consumers");
+        assert_eq!(errors[0].key(), "outputs.o.sending_queue.num_consumers");
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use leasehold_policy::Value;
 
 use super::hints::HintSettings;
-use crate::units::parse_duration;
+use crate::settings::{self, Problem};
 
 /// Elastic Agent's default wait between a pod's deletion and the removal
 /// of its mappings: its log inputs read the rest of their files meanwhile.
@@ -150,46 +150,21 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
         }
     }
     let mut s = ProviderSettings::default();
-    let mut errors = Vec::new();
+    let mut errors: Vec<Problem> = Vec::new();
     let mut warnings = Vec::new();
     let mut enabled = true;
     let mut scope_set = false;
     let (mut pod, mut node, mut service) = (None, None, None);
     for (key, value) in &keys {
-        let at = format!("`{base}.{key}`");
+        let path = format!("{base}.{key}");
+        let at = format!("`{path}`");
         let text = || match value {
             Value::Str(t) => Some(t.trim().to_string()),
             Value::Int(i) => Some(i.to_string()),
             _ => None,
         };
-        let boolean = |errors: &mut Vec<String>| match value {
-            Value::Bool(b) => Some(*b),
-            other => {
-                errors.push(format!(
-                    "{at} must be true or false, found {}",
-                    other.type_name()
-                ));
-                None
-            }
-        };
-        let names = |errors: &mut Vec<String>| match value {
-            Value::List(items) => items
-                .iter()
-                .map(|i| match i {
-                    Value::Str(t) => Some(t.clone()),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()
-                .or_else(|| {
-                    errors.push(format!("{at} must be a list of names"));
-                    None
-                }),
-            Value::Null => Some(Vec::new()),
-            _ => {
-                errors.push(format!("{at} must be a list of names, e.g. [app, tier]"));
-                None
-            }
-        };
+        let boolean = |errors: &mut Vec<Problem>| settings::flag(&path, value, errors);
+        let names = |errors: &mut Vec<Problem>| settings::names(&path, value, errors);
         match key.as_str() {
             "enabled" => enabled = boolean(&mut errors).unwrap_or(true),
             "scope" => match text().as_deref() {
@@ -198,15 +173,22 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
                     scope_set = true;
                 }
                 Some("cluster") => s.scope = Scope::Cluster,
-                _ => errors.push(format!("{at} must be `node` or `cluster`")),
+                _ => errors.push(Problem::new(&path, "must be `node` or `cluster`")),
             },
             "node" => s.node = text().filter(|t| !t.is_empty()),
             "namespace" => s.namespace = text().filter(|t| !t.is_empty()),
             "kube_config" => s.kube_config = text().filter(|t| !t.is_empty()),
-            "cleanup_timeout" => match parse_duration(value) {
-                Ok(d) => s.cleanup_timeout = d,
-                Err(e) => errors.push(format!("{at} {e}")),
-            },
+            "cleanup_timeout" => {
+                if let Some(d) = settings::duration_in(
+                    &path,
+                    value,
+                    Duration::ZERO,
+                    Duration::from_secs(24 * 3600),
+                    &mut errors,
+                ) {
+                    s.cleanup_timeout = d;
+                }
+            }
             "include_labels" => s.include_labels = names(&mut errors).unwrap_or_default(),
             "exclude_labels" => s.exclude_labels = names(&mut errors).unwrap_or_default(),
             "include_annotations" => {
@@ -226,7 +208,10 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             }
             "prefix" => match text() {
                 Some(p) if !p.is_empty() => s.hints.prefix = p,
-                _ => errors.push(format!("{at} must be an annotation prefix, e.g. co.elastic")),
+                _ => errors.push(Problem::new(
+                    &path,
+                    "must be an annotation prefix, e.g. co.elastic",
+                )),
             },
             "add_resource_metadata.node.enabled" | "add_resource_metadata.node" => {
                 s.node_metadata = boolean(&mut errors).unwrap_or(true)
@@ -246,8 +231,9 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             }
             k => match INERT.iter().find(|(name, _)| *name == k) {
                 Some((_, why)) => warnings.push(format!("{at} has no effect: {why}")),
-                None => errors.push(format!(
-                    "{at} is not a setting of the kubernetes provider (known: scope, node, namespace, cleanup_timeout, include_labels, exclude_labels, include_annotations, labels.dedot, annotations.dedot, resources.pod.enabled, add_resource_metadata, hints, prefix, kube_config)"
+                None => errors.push(Problem::new(
+                    &path,
+                    "is not a setting of the kubernetes provider (known: scope, node, namespace, cleanup_timeout, include_labels, exclude_labels, include_annotations, labels.dedot, annotations.dedot, resources.pod.enabled, add_resource_metadata, hints, prefix, kube_config)",
                 )),
             },
         }
@@ -291,7 +277,7 @@ pub fn parse(v: &Value) -> Result<Parsed, Vec<String>> {
             warnings,
         })
     } else {
-        Err(errors)
+        Err(errors.iter().map(ToString::to_string).collect())
     }
 }
 
@@ -409,10 +395,10 @@ mod tests {
         .unwrap_err()
         .join("\n");
         for key in [
-            "`providers.kubernetes.scope` must be `node` or `cluster`",
-            "`providers.kubernetes.cleanup_timeout` invalid duration",
-            "`providers.kubernetes.label_dedot` is not a setting",
-            "`providers.kubernetes.include_labels` must be a list",
+            "`providers.kubernetes.scope`: must be `node` or `cluster`",
+            "`providers.kubernetes.cleanup_timeout`: invalid duration",
+            "`providers.kubernetes.label_dedot`: is not a setting",
+            "`providers.kubernetes.include_labels`: must be a list",
         ] {
             assert!(e.contains(key), "{key}: {e}");
         }

@@ -17,7 +17,7 @@ use agents::access::{create_ticks, grant_events};
 use agents::cluster::Cluster;
 use agents::docs::{EVENTS_INDEX, each_tick_once, event_copies, sources, wait_docs};
 use agents::*;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::Api;
 use leasehold_testkit::ControlPlane;
@@ -442,6 +442,7 @@ async fn elastics_processors_shape_what_reaches_the_index() -> Result<()> {
   default:
     type: elasticsearch
     hosts: ['{url}']
+    backoff: {{init: 100ms, max: 1s}}
 inputs:
   - id: audit-log
     type: filestream
@@ -495,7 +496,8 @@ inputs:
         Duration::from_secs(30),
         "the kept audit events",
         |d| d.len() >= 5,
-    )?;
+    )
+    .with_context(|| format!("agent log:\n{}", agent.log()))?;
     let mut ids: Vec<String> = docs
         .iter()
         .filter_map(|d| {

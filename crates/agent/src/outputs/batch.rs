@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use super::sink::{Answer, Answers, Outgoing, retain_flagged};
+use super::sink::{Answer, Answers, Outgoing, push_sparse, retain_flagged};
 use crate::pipeline::ack::Ack;
 use crate::pipeline::event::{Event, GatedTerm};
 
@@ -41,13 +41,7 @@ impl Batch {
     /// Adds an event (with its acknowledgement, term and routing).
     pub(super) fn push(&mut self, event: Event) {
         let (line, carried) = event.into_parts();
-        let n = self.acks.len();
-        if carried.term.is_some() && self.terms.len() < n {
-            self.terms.resize_with(n, || None);
-        }
-        if carried.term.is_some() || !self.terms.is_empty() {
-            self.terms.push(carried.term);
-        }
+        push_sparse(&mut self.terms, self.acks.len(), carried.term);
         self.acks.push(carried.ack);
         Arc::make_mut(&mut self.out).push(line, carried.meta);
     }

@@ -55,12 +55,7 @@ impl Outgoing {
 
     /// Appends a line; routing is stored only once some line has it.
     pub(crate) fn push(&mut self, line: Vec<u8>, meta: Option<Box<Meta>>) {
-        if meta.is_some() && self.metas.len() < self.lines.len() {
-            self.metas.resize_with(self.lines.len(), || None);
-        }
-        if meta.is_some() || !self.metas.is_empty() {
-            self.metas.push(meta);
-        }
+        push_sparse(&mut self.metas, self.lines.len(), meta);
         self.lines.push(line);
     }
 
@@ -68,6 +63,17 @@ impl Outgoing {
     pub(crate) fn retain(&mut self, keep: &[bool]) {
         retain_flagged(&mut self.lines, keep);
         retain_flagged(&mut self.metas, keep);
+    }
+}
+
+/// Appends `item` to a list kept parallel to `len` others but allocated
+/// only once some item is present: `None`s fill in before the first.
+pub(super) fn push_sparse<T>(items: &mut Vec<Option<T>>, len: usize, item: Option<T>) {
+    if item.is_some() && items.len() < len {
+        items.resize_with(len, || None);
+    }
+    if item.is_some() || !items.is_empty() {
+        items.push(item);
     }
 }
 

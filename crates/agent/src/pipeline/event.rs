@@ -304,6 +304,71 @@ pub fn document_id(parts: &[&str]) -> String {
     format!("{:016x}{:016x}", a.finish(), b.finish())
 }
 
+/// Microseconds since the epoch of an RFC 3339 time. The form container
+/// runtimes and the agent write, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, is
+/// read by hand (one per log line); any other form (an offset, a leap
+/// second, a lower-case `t`) is read by jiff.
+pub fn parse_rfc3339_us(t: &str) -> Option<i64> {
+    utc_us(t.as_bytes()).or_else(|| {
+        t.parse::<jiff::Timestamp>()
+            .ok()
+            .map(|ts| ts.as_microsecond())
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z` as microseconds (the fraction
+/// truncated toward zero), or `None` for anything else.
+fn utc_us(b: &[u8]) -> Option<i64> {
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b.get(r)?.iter().try_fold(0i64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b.last() != Some(&b'Z')
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let fraction = &b[19..b.len() - 1];
+    let nanos = match fraction {
+        [] => 0,
+        [b'.', digits @ ..] if (1..=9).contains(&digits.len()) => {
+            num(20..20 + digits.len())? * 10i64.pow(9 - digits.len() as u32)
+        }
+        _ => return None,
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=month_days).contains(&day) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (years 0000 to
+    // 9999 here), counting years from March so that the leap day is last.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let secs = ((days * 24 + hour) * 60 + minute) * 60 + second;
+    // Truncated toward zero, as jiff's `as_microsecond` does before 1970.
+    let micros = (i128::from(secs) * 1_000_000_000 + i128::from(nanos)) / 1000;
+    i64::try_from(micros).ok()
+}
+
 /// RFC 3339 (UTC, microseconds) of a wall-clock time in microseconds.
 pub fn rfc3339_us(us: i64) -> String {
     jiff::Timestamp::from_microsecond(us)
@@ -336,6 +401,61 @@ mod tests {
                 format_timestamp(t),
                 t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
             );
+        }
+    }
+
+    #[test]
+    fn the_hand_read_form_agrees_with_jiff_and_others_go_to_jiff() {
+        for t in [
+            "2026-12-03T10:00:00.000000000Z",
+            "2026-12-03T10:00:00Z",
+            "2024-02-29T23:59:59.9Z",
+            "1970-01-01T00:00:00.000001Z",
+            "1969-12-31T23:59:59.999999999Z",
+            "0001-03-01T00:00:00Z",
+            "2000-02-29T12:00:00.123456789Z",
+        ] {
+            let jiff = t.parse::<jiff::Timestamp>().unwrap().as_microsecond();
+            assert_eq!(utc_us(t.as_bytes()), Some(jiff), "{t}");
+        }
+        // Not the hand-read form: jiff decides.
+        for t in [
+            "2026-12-03T10:00:00+01:00",
+            "2026-12-03t10:00:00Z",
+            "2026-12-03T10:00:60Z",
+            "2023-02-29T10:00:00Z",
+            "2026-12-03T10:00:00.Z",
+            "2026-12-03T10:00:00.1234567890Z",
+            "2026-13-03T10:00:00Z",
+        ] {
+            assert_eq!(utc_us(t.as_bytes()), None, "{t}");
+            assert_eq!(
+                parse_rfc3339_us(t),
+                t.parse::<jiff::Timestamp>()
+                    .ok()
+                    .map(|x| x.as_microsecond()),
+                "{t}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_utc_time_reads_as_jiff_reads_it(
+            secs in -62_135_596_800_i64..253_402_300_799,
+            nanos in 0u32..1_000_000_000,
+            digits in 0usize..=9,
+        ) {
+            let t = jiff::Timestamp::new(secs, 0).unwrap();
+            let base = t.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+            let fraction = format!("{nanos:09}");
+            let text = match digits {
+                0 => format!("{base}Z"),
+                n => format!("{base}.{}Z", &fraction[..n]),
+            };
+            let jiff = text.parse::<jiff::Timestamp>().unwrap().as_microsecond();
+            proptest::prop_assert_eq!(parse_rfc3339_us(&text), Some(jiff), "{}", text);
+            proptest::prop_assert_eq!(utc_us(text.as_bytes()), Some(jiff), "{}", text);
         }
     }
 

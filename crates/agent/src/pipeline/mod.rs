@@ -11,6 +11,7 @@
 
 pub mod ack;
 pub mod event;
+pub mod json_text;
 pub mod processing;
 pub mod publisher;
 pub mod queue;

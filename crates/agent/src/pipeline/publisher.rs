@@ -198,6 +198,20 @@ fn merged_fields<'a>(fields: &[u8], added: &'a [AddedField]) -> Option<(Vec<u8>,
     Some((out, merged))
 }
 
+/// A document being written: its head, then the `,"key":value` pairs the
+/// input appends (see [`EventSink::begin_fields`]).
+pub struct BegunLine {
+    line: Vec<u8>,
+    head: usize,
+}
+
+impl BegunLine {
+    /// Where the input appends its `,"key":value` pairs.
+    pub fn pairs(&mut self) -> &mut Vec<u8> {
+        &mut self.line
+    }
+}
+
 /// The counters of one input's events: refused after its term ended, and
 /// how the others ended (the monitoring layer registers them).
 #[derive(Debug, Clone, Default)]
@@ -410,7 +424,7 @@ impl EventSink {
     pub async fn emit_message(&self, message: &str, error: Option<&str>) -> Result<(), Refused> {
         let mut line = self.start_line(message.len() + 16);
         line.extend_from_slice(b",\"message\":");
-        let _ = serde_json::to_writer(&mut line, message);
+        super::json_text::push_str(&mut line, message);
         if let Some(e) = error {
             line.extend_from_slice(b",\"error\":{\"message\":");
             let _ = serde_json::to_writer(&mut line, e);
@@ -432,34 +446,53 @@ impl EventSink {
         fields: &[u8],
         ack: Option<Ack>,
     ) -> Result<(), Refused> {
-        let mut line = match at_us {
+        let mut line = self.begin_fields(at_us, fields.len());
+        line.pairs().extend_from_slice(fields);
+        self.emit_begun(line, ack).await
+    }
+
+    /// A document begun for [`EventSink::emit_begun`]: its head
+    /// (`{"@timestamp":…`) written, room reserved for `hint` bytes of
+    /// pairs, which the caller appends through [`BegunLine::pairs`]. A
+    /// line-oriented input writes each document once this way, instead of
+    /// building its pairs apart and having them copied.
+    pub fn begin_fields(&self, at_us: Option<i64>, hint: usize) -> BegunLine {
+        let line = match at_us {
             Some(us) => {
-                let mut line = Vec::with_capacity(
-                    48 + fields.len() + self.common.len() + self.data_stream.len(),
-                );
+                let mut line =
+                    Vec::with_capacity(48 + hint + self.common.len() + self.data_stream.len());
                 line.extend_from_slice(b"{\"@timestamp\":\"");
                 line.extend_from_slice(crate::pipeline::event::rfc3339_us(us).as_bytes());
                 line.push(b'"');
                 line
             }
-            None => self.start_line(fields.len()),
+            None => self.start_line(hint),
         };
+        BegunLine {
+            head: line.len(),
+            line,
+        }
+    }
+
+    /// Finishes a line from [`EventSink::begin_fields`] (the fields every
+    /// event gets, its data stream and the agent's fields) and queues it,
+    /// as [`EventSink::emit_fields`].
+    pub async fn emit_begun(&self, begun: BegunLine, ack: Option<Ack>) -> Result<(), Refused> {
+        let BegunLine { mut line, head } = begun;
         // A decoded payload may carry a top-level key of its own
         // (`"kubernetes":`): merged with the provider's, whose values win,
         // as with a map payload.
         match self
             .added
             .as_ref()
-            .and_then(|added| merged_fields(fields, added))
+            .and_then(|added| merged_fields(&line[head..], added))
         {
             Some((merged, keys)) => {
+                line.truncate(head);
                 line.extend_from_slice(&merged);
                 self.push_added(&mut line, |f| keys.contains(&f.key.as_str()));
             }
-            None => {
-                line.extend_from_slice(fields);
-                self.push_added(&mut line, |_| false);
-            }
+            None => self.push_added(&mut line, |_| false),
         }
         self.finish_line(&mut line, false);
         let event = self.routed(Event::from_line(self.input_id.clone(), line, self.ack(ack)));

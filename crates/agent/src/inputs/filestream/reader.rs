@@ -339,14 +339,15 @@ impl Reader {
 
     async fn emit_all(&self, f: &Follow, msgs: Vec<Message>) -> Option<Closed> {
         for m in msgs {
-            let fields = self.fields(f, &m);
             let at = m.time.as_deref().and_then(parse_time);
+            let mut line = self.sink.begin_fields(at, pairs_hint(&f.own, &m));
+            push_document_pairs(line.pairs(), &f.own, &m, self.overwrites_keys());
             let seq = {
                 let mut c = self.cursor.lock();
                 c.window.push(m.end)
             };
             let ack = Ack::new(Arc::clone(&self.cursor) as _, seq);
-            match self.sink.emit_fields(at, &fields, Some(ack)).await {
+            match self.sink.emit_begun(line, Some(ack)).await {
                 Ok(()) => self.cursor.lock().resume = m.end,
                 Err(Refused::Stopped | Refused::TermEnded | Refused::OutputClosed) => {
                     self.cursor.lock().window.unpush(seq);
@@ -355,11 +356,6 @@ impl Reader {
             }
         }
         None
-    }
-
-    /// The document's pairs for message `m` (see [`document_pairs`]).
-    fn fields(&self, f: &Follow, m: &Message) -> Vec<u8> {
-        document_pairs(&f.own, m, self.overwrites_keys())
     }
 
     /// Whether `ndjson`'s decoded keys replace the reader's own.
@@ -429,35 +425,45 @@ fn constant_pairs(doc: Map<String, Value>) -> (Vec<u8>, ConstantKeys) {
     (out, keys)
 }
 
-/// The document's pairs for message `m`: the reader's own fields
-/// (`message`, `log`, `stream`, `error` and the constant ones) and the
-/// keys `ndjson` decoded, written as they are, none twice. Where both
-/// have a key the reader's wins, unless `overwrite_keys` (as in
-/// Filebeat); a decoded line without `message_key` has no own
-/// `message`, its decoded one if any.
+/// [`push_document_pairs`] into a new buffer.
+#[cfg(test)]
 fn document_pairs(f: &FilePairs, m: &Message, overwrite: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(pairs_hint(f, m));
+    push_document_pairs(&mut out, f, m, overwrite);
+    out
+}
+
+/// About how many bytes [`push_document_pairs`] writes for `m`.
+fn pairs_hint(f: &FilePairs, m: &Message) -> usize {
+    m.text.len()
+        + f.log_file.len()
+        + f.constant.len()
+        + 96
+        + m.decoded.as_ref().map_or(0, |d| d.len() * 32)
+}
+
+/// The document's pairs for message `m`, appended to `out`: the
+/// reader's own fields (`message`, `log`, `stream`, `error` and the
+/// constant ones) and the keys `ndjson` decoded, written as they are,
+/// none twice. Where both have a key the reader's wins, unless
+/// `overwrite_keys` (as in Filebeat); a decoded line without
+/// `message_key` has no own `message`, its decoded one if any.
+fn push_document_pairs(out: &mut Vec<u8>, f: &FilePairs, m: &Message, overwrite: bool) {
     let decoded = m.decoded.as_ref();
     let overwrite = overwrite && decoded.is_some();
     let theirs = |k: &str| overwrite && decoded.is_some_and(|d| d.contains_key(k));
     let own_message = decoded.is_none() || !m.text.is_empty();
-    let mut out = Vec::with_capacity(
-        m.text.len()
-            + f.log_file.len()
-            + f.constant.len()
-            + 96
-            + decoded.map_or(0, |d| d.len() * 32),
-    );
     if own_message && !theirs("message") {
         out.extend_from_slice(b",\"message\":");
-        let _ = serde_json::to_writer(&mut out, &m.text);
+        crate::pipeline::json_text::push_str(out, &m.text);
     }
     if !theirs("log") {
         out.extend_from_slice(&f.log_file);
         out.extend_from_slice(b",\"offset\":");
-        out.extend_from_slice(m.start.to_string().as_bytes());
+        crate::pipeline::json_text::push_u64(out, m.start);
         if !m.flags.is_empty() {
             out.extend_from_slice(b",\"flags\":");
-            let _ = serde_json::to_writer(&mut out, &m.flags);
+            let _ = serde_json::to_writer(&mut *out, &m.flags);
         }
         out.push(b'}');
     }
@@ -472,7 +478,7 @@ fn document_pairs(f: &FilePairs, m: &Message, overwrite: bool) -> Vec<u8> {
         && !theirs("error")
     {
         out.extend_from_slice(b",\"error\":{\"message\":");
-        let _ = serde_json::to_writer(&mut out, e);
+        let _ = serde_json::to_writer(&mut *out, e);
         out.push(b'}');
     }
     if f.constant_keys.iter().any(|(k, _)| theirs(k)) {
@@ -495,9 +501,8 @@ fn document_pairs(f: &FilePairs, m: &Message, overwrite: bool) -> Vec<u8> {
         if reserved_payload_key(k) || (ours && !overwrite) {
             continue;
         }
-        push_pair(&mut out, k, v);
+        push_pair(out, k, v);
     }
-    out
 }
 
 /// `,"log":{"file":{"path":…,"device_id":…,"inode":…}` (left open for
@@ -515,9 +520,7 @@ fn log_file(path: &str, id: FileId) -> Vec<u8> {
 
 /// A container runtime's record time as microseconds since the epoch.
 fn parse_time(t: &str) -> Option<i64> {
-    t.parse::<jiff::Timestamp>()
-        .ok()
-        .map(|ts| ts.as_microsecond())
+    crate::pipeline::event::parse_rfc3339_us(t)
 }
 
 #[cfg(test)]

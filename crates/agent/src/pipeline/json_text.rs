@@ -1,0 +1,161 @@
+//! A JSON string written into a document being built. Each log line's
+//! `message` is most of its document's bytes, and almost never holds a
+//! byte JSON must escape: the writer checks eight bytes at a time and
+//! copies clean runs whole, where `serde_json` looks up every byte. The
+//! output is byte for byte `serde_json`'s (the property test holds it).
+
+/// Appends `s` as a quoted JSON string.
+pub fn push_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut clean_from = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        // Whole words with nothing to escape are skipped eight at a time.
+        if let Some(word) = bytes.get(i..i + 8) {
+            let word = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+            if !needs_escape(word) {
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
+        if let Some(escaped) = escape(b) {
+            out.extend_from_slice(&bytes[clean_from..i]);
+            push_escape(out, b, escaped);
+            clean_from = i + 1;
+        }
+        i += 1;
+    }
+    out.extend_from_slice(&bytes[clean_from..]);
+    out.push(b'"');
+}
+
+/// Appends `n` in decimal, without the allocation of `to_string`.
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether some byte of `word` is zero (exact for the word as a whole).
+fn has_zero(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// Whether some byte of `word` is a control character, `"` or `\`.
+fn needs_escape(word: u64) -> bool {
+    // A byte below 0x20: subtracting 0x20 borrows into its high bit, and
+    // the byte's own high bit was clear (UTF-8 bytes >= 0x80 are excluded).
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    control
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// How `b` is escaped: its short form, `u` for `\u00XX`, or `None`.
+fn escape(b: u8) -> Option<u8> {
+    match b {
+        b'"' => Some(b'"'),
+        b'\\' => Some(b'\\'),
+        b'\n' => Some(b'n'),
+        b'\r' => Some(b'r'),
+        b'\t' => Some(b't'),
+        0x08 => Some(b'b'),
+        0x0c => Some(b'f'),
+        0x00..=0x1f => Some(b'u'),
+        _ => None,
+    }
+}
+
+fn push_escape(out: &mut Vec<u8>, b: u8, escaped: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    if escaped == b'u' {
+        out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xf)],
+        ]);
+    } else {
+        out.extend_from_slice(&[b'\\', escaped]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn serde(s: &str) -> Vec<u8> {
+        serde_json::to_vec(s).unwrap()
+    }
+
+    fn mine(s: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        push_str(&mut out, s);
+        out
+    }
+
+    #[test]
+    fn every_byte_that_needs_escaping_is_escaped_as_serde_json_does() {
+        for b in 0u8..=0x7f {
+            let c = char::from(b);
+            // At every position of a word, and in the tail after the words.
+            for at in 0..12 {
+                let mut s = "x".repeat(at);
+                s.push(c);
+                s.push_str("yyyyyyyyyyy");
+                assert_eq!(mine(&s), serde(&s), "byte {b:#04x} at {at}");
+            }
+        }
+        let s = "héllo \u{1F600} wörld\u{7f}\u{80}\u{ff}";
+        assert_eq!(mine(s), serde(s));
+        assert_eq!(mine(""), b"\"\"");
+    }
+
+    #[test]
+    fn numbers_are_written_as_to_string_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 123_456_789, u64::MAX - 1, u64::MAX] {
+            let mut out = b"x".to_vec();
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_output_is_serde_jsons(
+            s in "(?s:.{0,80})",
+            special in "[\"\\\\\\x00-\\x1fa-z\u{e9}]{0,40}",
+            clean in "[a-z ]{0,40}",
+        ) {
+            // Mostly-clean strings with escapes spread through them.
+            let mixed = format!("{clean}{special}{clean}{s}");
+            prop_assert_eq!(mine(&mixed), serde(&mixed));
+            prop_assert_eq!(mine(&s), serde(&s));
+            prop_assert_eq!(mine(&special), serde(&special));
+        }
+
+        #[test]
+        fn any_number_is_written_as_to_string_writes_it(n: u64) {
+            let mut out = Vec::new();
+            push_u64(&mut out, n);
+            prop_assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! created with the configured mode. A line is never split across files.
 
 use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -60,7 +60,6 @@ pub(super) struct FileSink {
     file: Option<File>,
     /// Bytes in the current file.
     size: u64,
-    buf: Vec<u8>,
 }
 
 impl FileSink {
@@ -72,7 +71,6 @@ impl FileSink {
             settings,
             file: None,
             size: 0,
-            buf: Vec::new(),
         };
         sink.open_current()?;
         Ok(sink)
@@ -150,7 +148,6 @@ impl FileSink {
             if self.file.is_none() {
                 self.open_current()?;
             }
-            self.buf.clear();
             let mut size = self.size;
             let mut end = *done;
             for line in &lines[*done..] {
@@ -158,7 +155,6 @@ impl FileSink {
                 if size > 0 && size + len > limit {
                     break;
                 }
-                self.buf.extend_from_slice(line);
                 size += len;
                 end += 1;
             }
@@ -169,7 +165,7 @@ impl FileSink {
             let Some(file) = self.file.as_mut() else {
                 continue;
             };
-            if let Err(e) = file.write_all(&self.buf) {
+            if let Err(e) = write_all_lines(file, &lines[*done..end]) {
                 let _ = file.set_len(self.size);
                 self.file = None;
                 return Err(at(&self.current)(e));
@@ -188,9 +184,6 @@ impl BlockingSink for FileSink {
         if let Err(e) = self.write_from(lines, &mut done) {
             return Answers::written_then_failed(done, lines.len(), e.to_string());
         }
-        if self.buf.capacity() > 4 << 20 {
-            self.buf = Vec::new();
-        }
         Answers::delivered(lines.len())
     }
 
@@ -207,6 +200,41 @@ impl BlockingSink for FileSink {
 }
 
 /// Adds `path` to an error's message.
+/// Most slices one `writev` takes (Linux's `IOV_MAX`).
+const MAX_SLICES: usize = 1024;
+
+/// Writes `lines` whole, handing the kernel up to [`MAX_SLICES`] lines
+/// per call: nothing is copied into a buffer first (the lines are most of
+/// the output's work).
+fn write_all_lines(file: &mut impl Write, lines: &[Vec<u8>]) -> io::Result<()> {
+    let (mut line, mut offset) = (0, 0);
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(lines.len().min(MAX_SLICES));
+    while line < lines.len() {
+        slices.clear();
+        slices.push(IoSlice::new(&lines[line][offset..]));
+        slices.extend(
+            lines[line + 1..]
+                .iter()
+                .take(MAX_SLICES - 1)
+                .map(|l| IoSlice::new(l)),
+        );
+        let mut written = match file.write_vectored(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        // Past the slices written whole, into the first one cut short.
+        while line < lines.len() && written >= lines[line].len() - offset {
+            written -= lines[line].len() - offset;
+            line += 1;
+            offset = 0;
+        }
+        offset += written;
+    }
+    Ok(())
+}
+
 fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
@@ -473,6 +501,66 @@ pub(super) mod tests {
         assert!(
             err.to_string().contains(&*blocker.to_string_lossy()),
             "{err}"
+        );
+    }
+
+    /// Takes at most `per_call` bytes of each `writev`, and fails once
+    /// `fail_at` bytes are in.
+    struct Trickle {
+        got: Vec<u8>,
+        per_call: usize,
+        fail_at: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(buf)])
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if self.got.len() >= self.fail_at {
+                return Err(io::Error::other("disk full"));
+            }
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.per_call - n);
+                self.got.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.per_call {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_cut_short_by_the_kernel_are_finished_and_none_is_written_twice() {
+        let lines: Vec<Vec<u8>> = (0..3000)
+            .map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let whole: Vec<u8> = lines.concat();
+        for per_call in [1, 3, 7, 100, 4096, 1 << 20] {
+            let mut w = Trickle {
+                got: Vec::new(),
+                per_call,
+                fail_at: usize::MAX,
+            };
+            write_all_lines(&mut w, &lines).unwrap();
+            assert_eq!(w.got, whole, "{per_call} bytes per call");
+        }
+        let mut w = Trickle {
+            got: Vec::new(),
+            per_call: 50,
+            fail_at: 120,
+        };
+        assert!(write_all_lines(&mut w, &lines).is_err());
+        assert_eq!(
+            w.got,
+            whole[..150],
+            "what was written before the error is in order"
         );
     }
 

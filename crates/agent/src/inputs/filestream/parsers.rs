@@ -45,25 +45,41 @@ pub struct Record {
 
 /// A CRI record: `TIME STREAM TAG CONTENT`, TAG `F` (full) or `P`
 /// (partial), possibly with more `:`-separated tags.
+#[cfg(test)]
 pub fn cri(line: &str) -> Option<Record> {
-    let mut parts = line.splitn(4, ' ');
-    let time = parts.next()?;
-    let stream = Stream::parse(parts.next()?)?;
-    let tag = parts.next()?;
-    let content = parts.next().unwrap_or("");
-    let complete = match tag.split(':').next()? {
-        "F" => true,
-        "P" => false,
-        _ => return None,
+    cri_taken(&mut line.to_string())
+}
+
+/// [`cri`] of a line the caller owns: on success the line is taken and
+/// becomes the record's content in place (no copy of the text, most of
+/// its bytes); otherwise it is left as it was.
+pub fn cri_taken(line: &mut String) -> Option<Record> {
+    let (time, stream, complete, head) = {
+        let mut parts = line.splitn(4, ' ');
+        let time = parts.next()?;
+        let stream = Stream::parse(parts.next()?)?;
+        let tag = parts.next()?;
+        let complete = match tag.split(':').next()? {
+            "F" => true,
+            "P" => false,
+            _ => return None,
+        };
+        if !time.contains('T') {
+            return None;
+        }
+        // TIME STREAM TAG, a space after each (the content may be absent).
+        let head = (time.len() + stream.as_str().len() + tag.len() + 3).min(line.len());
+        (time.to_string(), stream, complete, head)
     };
-    if !time.contains('T') {
-        return None;
-    }
+    let mut content = std::mem::take(line);
+    content.drain(..head);
+    let kept = content.trim_end_matches(['\n', '\r']).len();
+    content.truncate(kept);
     Some(Record {
-        time: time.to_string(),
+        time,
         stream,
         complete,
-        content: content.trim_end_matches(['\n', '\r']).to_string(),
+        content,
     })
 }
 
@@ -88,11 +104,11 @@ pub fn docker_json(line: &str) -> Option<Record> {
 }
 
 /// A container log line in either format, CRI first.
-pub fn container(line: &str) -> Option<Record> {
+pub fn container(line: &mut String) -> Option<Record> {
     if line.starts_with('{') {
-        docker_json(line).or_else(|| cri(line))
+        docker_json(line).or_else(|| cri_taken(line))
     } else {
-        cri(line)
+        cri_taken(line)
     }
 }
 
@@ -290,13 +306,42 @@ mod tests {
     }
 
     #[test]
+    fn a_taken_line_becomes_the_content_and_a_refused_one_stays_whole() {
+        let mut line = "2026-12-03T10:00:00.5Z stderr P:x half a line\r\n".to_string();
+        let r = cri_taken(&mut line).unwrap();
+        assert_eq!(
+            (r.time.as_str(), r.stream, r.complete, r.content.as_str()),
+            (
+                "2026-12-03T10:00:00.5Z",
+                Stream::Stderr,
+                false,
+                "half a line"
+            )
+        );
+        assert!(line.is_empty(), "taken");
+        for bad in [
+            "not a record",
+            "2026-12-03T10:00:00Z stdin F x",
+            "2026 stdout F x",
+        ] {
+            let mut line = bad.to_string();
+            assert!(cri_taken(&mut line).is_none());
+            assert_eq!(line, bad, "left for the error message");
+        }
+    }
+
+    #[test]
     fn docker_json_lines_parse_and_split_lines_join() {
-        let a =
-            container(r#"{"log":"part one ","stream":"stdout","time":"2026-12-03T10:00:00.1Z"}"#)
-                .unwrap();
-        let b =
-            container(r#"{"log":"part two\n","stream":"stdout","time":"2026-12-03T10:00:00.2Z"}"#)
-                .unwrap();
+        let a = container(
+            &mut r#"{"log":"part one ","stream":"stdout","time":"2026-12-03T10:00:00.1Z"}"#
+                .to_string(),
+        )
+        .unwrap();
+        let b = container(
+            &mut r#"{"log":"part two\n","stream":"stdout","time":"2026-12-03T10:00:00.2Z"}"#
+                .to_string(),
+        )
+        .unwrap();
         assert!(!a.complete && b.complete);
         let mut j = Joiner::default();
         assert!(j.push(a).is_none());

@@ -263,7 +263,7 @@ fn from_record(r: Record, start: u64, end: u64) -> Message {
     }
 }
 
-fn stage_push(stage: &mut Stage, m: Message, now: Instant, out: &mut Vec<Message>) {
+fn stage_push(stage: &mut Stage, mut m: Message, now: Instant, out: &mut Vec<Message>) {
     match stage {
         Stage::Container {
             stream,
@@ -272,8 +272,8 @@ fn stage_push(stage: &mut Stage, m: Message, now: Instant, out: &mut Vec<Message
             starts,
         } => {
             let record = match format {
-                Format::Auto => parsers::container(&m.text),
-                Format::Cri => parsers::cri(&m.text),
+                Format::Auto => parsers::container(&mut m.text),
+                Format::Cri => parsers::cri_taken(&mut m.text),
                 Format::Docker => parsers::docker_json(&m.text),
             };
             let Some(r) = record else {

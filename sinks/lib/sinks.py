@@ -109,7 +109,9 @@ NAMES = (*JAVA_SINKS, "otelcol")
 # modules/ hard-linked, plus plugins/PLUGIN/.
 #   license-stub: `GET /_license` answering a basic license, as Elasticsearch
 #   does (Filebeat refuses a server without it); nothing else.
-PLUGINS = {"license-stub": "opensearch"}
+#   license-stub-es7: the same for Elasticsearch 7.17 (the Maven artifact is
+#   the server without x-pack, where that API lives).
+PLUGINS = {"license-stub": "opensearch", "license-stub-es7": "es7"}
 
 
 class Failure(Exception):

@@ -25,8 +25,11 @@ const MAX_EVENT_BYTES_KEY: &str = "max_event_bytes";
 /// built from it, an output holds about three times this at most, well
 /// inside the shipped DaemonSet's 512 MiB limit.
 pub const DEFAULT_QUEUE_BYTES: u64 = 32 * 1024 * 1024;
-/// Default `max_event_bytes`: larger events are dropped (counted).
-pub const DEFAULT_MAX_EVENT_BYTES: u64 = 8 * 1024 * 1024;
+/// Default `max_event_bytes`: larger events are dropped (counted). Room
+/// for a log line cut at the inputs' default `message_max_bytes` (10 MiB,
+/// Beats' default) with its escaping and fields: the cut line is shipped,
+/// not lost whole.
+pub const DEFAULT_MAX_EVENT_BYTES: u64 = 16 * 1024 * 1024;
 /// The accepted range of `queue.mem.bytes`.
 pub const QUEUE_BYTES_RANGE: std::ops::RangeInclusive<u64> = (64 * 1024)..=(1 << 34);
 const DISK_KEY: &str = "queue.disk";

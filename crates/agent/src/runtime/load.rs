@@ -227,6 +227,18 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_line_cut_at_the_default_message_max_bytes_fits_an_outputs_default_event() {
+        // The line's JSON (a few escapes) and the document's other fields.
+        let cut = crate::inputs::filestream::settings::MESSAGE_MAX_BYTES as u64;
+        let max = crate::outputs::DEFAULT_MAX_EVENT_BYTES;
+        assert!(max >= cut + cut / 4, "{max} < {cut} + 25 %");
+        assert!(
+            max <= crate::outputs::DEFAULT_QUEUE_BYTES / 2,
+            "two fit in the queue"
+        );
+    }
+
     fn statics(elastic_defaults: bool) -> Statics {
         Statics {
             env: Value::Null,

@@ -43,7 +43,8 @@ const CHECK_INTERVAL: Duration = Duration::from_secs(10);
 const INACTIVE: Duration = Duration::from_secs(300);
 const BACKOFF_INIT: Duration = Duration::from_secs(2);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
-const MESSAGE_MAX_BYTES: usize = 10 * 1024 * 1024;
+/// Default `message_max_bytes`.
+pub const MESSAGE_MAX_BYTES: usize = 10 * 1024 * 1024;
 const MULTILINE_MAX_LINES: usize = 500;
 const MULTILINE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -110,8 +110,23 @@ NAMES = (*JAVA_SINKS, "otelcol")
 #   license-stub: `GET /_license` answering a basic license, as Elasticsearch
 #   does (Filebeat refuses a server without it); nothing else.
 #   license-stub-es7: the same for Elasticsearch 7.17 (the Maven artifact is
-#   the server without x-pack, where that API lives).
+#   the server without x-pack, where that API lives): license-stub's sources
+#   with Elasticsearch's package names (PORTS), and a descriptor of its own.
 PLUGINS = {"license-stub": "opensearch", "license-stub-es7": "es7"}
+
+# A plugin ported from another's sources: (the plugin it is ported from,
+# the textual replacements, in order).
+PORTS = {
+    "license-stub-es7": ("license-stub", [
+        ("org.opensearch.core.rest.RestStatus", "org.elasticsearch.rest.RestStatus"),
+        ("org.opensearch.core.xcontent.XContentBuilder", "org.elasticsearch.xcontent.XContentBuilder"),
+        ("org.opensearch.", "org.elasticsearch."),
+        ("package dev.leasehold.sinks.licensestub;", "package dev.leasehold.sinks.licensestubes7;"),
+        ("An OpenSearch plugin", "An Elasticsearch 7 plugin"),
+        ("Nothing else of OpenSearch changes.", "Nothing else of Elasticsearch changes."),
+        ("leasehold-opensearch", "leasehold-elasticsearch7"),
+    ]),
+}
 
 
 class Failure(Exception):
@@ -334,6 +349,16 @@ def fetch_java(name: str, home: Path) -> None:
 
 def plugin_sources(plugin: str) -> dict[str, bytes]:
     d = ROOT / plugin
+    if plugin in PORTS:
+        origin, replacements = PORTS[plugin]
+        sources = {}
+        for f in sorted((ROOT / origin).glob("*.java")):
+            text = f.read_text()
+            for old, new in replacements:
+                text = text.replace(old, new)
+            sources[f.name] = text.encode()
+        sources["plugin-descriptor.properties"] = (d / "plugin-descriptor.properties").read_bytes()
+        return sources
     files = sorted(d.glob("*.java")) + [d / "plugin-descriptor.properties"]
     return {f.name: f.read_bytes() for f in files}
 

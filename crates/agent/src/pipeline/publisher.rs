@@ -457,17 +457,7 @@ impl EventSink {
     /// line-oriented input writes each document once this way, instead of
     /// building its pairs apart and having them copied.
     pub fn begin_fields(&self, at_us: Option<i64>, hint: usize) -> BegunLine {
-        let line = match at_us {
-            Some(us) => {
-                let mut line =
-                    Vec::with_capacity(48 + hint + self.common.len() + self.data_stream.len());
-                line.extend_from_slice(b"{\"@timestamp\":\"");
-                line.extend_from_slice(crate::pipeline::event::rfc3339_us(us).as_bytes());
-                line.push(b'"');
-                line
-            }
-            None => self.start_line(hint),
-        };
+        let line = self.start_line_at(at_us, hint);
         BegunLine {
             head: line.len(),
             line,
@@ -558,10 +548,20 @@ impl EventSink {
     }
 
     fn start_line(&self, payload_hint: usize) -> Vec<u8> {
+        self.start_line_at(None, payload_hint)
+    }
+
+    /// `{"@timestamp":"…"` at `at_us` (now when `None`), with room for
+    /// the payload and the fields every event gets.
+    fn start_line_at(&self, at_us: Option<i64>, payload_hint: usize) -> Vec<u8> {
         let mut line =
             Vec::with_capacity(48 + payload_hint + self.common.len() + self.data_stream.len());
         line.extend_from_slice(b"{\"@timestamp\":\"");
-        line.extend_from_slice(timestamp_now().as_bytes());
+        let stamp = match at_us {
+            Some(us) => crate::pipeline::event::rfc3339_us(us),
+            None => timestamp_now(),
+        };
+        line.extend_from_slice(stamp.as_bytes());
         line.push(b'"');
         line
     }

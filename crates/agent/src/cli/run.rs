@@ -83,11 +83,9 @@ pub fn run(args: &RunArgs) -> i32 {
         }
     };
     if let Some(level) = &args.log_level
-        && tracing_subscriber::EnvFilter::try_new(level).is_err()
+        && let Err(e) = super::elect::logs::parse_filter(level)
     {
-        eprintln!(
-            "leasehold run: --log-level {level:?} is not a level (trace, debug, info, warn, error) or a tracing filter"
-        );
+        eprintln!("leasehold run: --log-level {level:?}: {e}");
         return 2;
     }
     let logs = match super::elect::logs::init_with(

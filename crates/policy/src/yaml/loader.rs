@@ -180,6 +180,21 @@ fn scalar_kind(
 /// [`MAX_TEXT_BYTES`] with every alias expanded, so code that walks it
 /// recursively cannot run out of stack and its size is bounded.
 pub fn parse_tree(text: &str, file: &str) -> Result<Node, PolicyError> {
+    Ok(parse(text, file, false)?.pop().unwrap_or(Node {
+        kind: NodeKind::Null,
+        pos: Pos::new(1, 1),
+    }))
+}
+
+/// As [`parse_tree`], every document of a multi-document stream, in order
+/// (an empty document is a null node); the limits hold for the whole
+/// stream. Anchors are per document, as YAML defines them.
+pub fn parse_documents(text: &str, file: &str) -> Result<Vec<Node>, PolicyError> {
+    parse(text, file, true)
+}
+
+fn parse(text: &str, file: &str, every: bool) -> Result<Vec<Node>, PolicyError> {
+    let mut docs = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Built> = HashMap::new();
     let mut budget = Budget {
@@ -208,7 +223,21 @@ pub fn parse_tree(text: &str, file: &str) -> Result<Node, PolicyError> {
         let pos = pos_of(&span);
         last_pos = pos;
         let (built, anchor) = match event {
-            Event::DocumentEnd | Event::StreamEnd => break,
+            Event::StreamEnd => break,
+            Event::DocumentEnd => {
+                if !stack.is_empty() {
+                    return Err(err(pos, "unexpected end of document".into()));
+                }
+                docs.push(root.take().unwrap_or(Node {
+                    kind: NodeKind::Null,
+                    pos,
+                }));
+                if !every {
+                    break;
+                }
+                anchors.clear();
+                continue;
+            }
             Event::Alias(id) => {
                 let name = || source_of(text, &span);
                 let Some(a) = anchors.get(&id) else {
@@ -382,10 +411,8 @@ pub fn parse_tree(text: &str, file: &str) -> Result<Node, PolicyError> {
     if !stack.is_empty() {
         return Err(err(last_pos, "unexpected end of document".into()));
     }
-    Ok(root.unwrap_or(Node {
-        kind: NodeKind::Null,
-        pos: Pos::new(1, 1),
-    }))
+    docs.extend(root);
+    Ok(docs)
 }
 
 /// Applies YAML merge keys (`<<: *base`): keys of the merged mappings are

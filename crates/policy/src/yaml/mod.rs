@@ -21,7 +21,7 @@ mod loader;
 mod node;
 mod scalar;
 
-pub use loader::parse_tree;
+pub use loader::{parse_documents, parse_tree};
 pub use node::{Key, Node, NodeKind};
 pub use scalar::resolve_plain;
 
@@ -59,6 +59,23 @@ mod tests {
             value: s.into(),
             quoted: false,
         }
+    }
+
+    #[test]
+    fn every_document_of_a_stream_in_order_with_anchors_per_document() {
+        let text = "a: &x 1\nb: *x\n---\n---\nc: 3\n";
+        let docs = parse_documents(text, "t.yaml").unwrap();
+        let values: Vec<Value> = docs.iter().map(Node::to_value).collect();
+        assert_eq!(values.len(), 3);
+        assert_eq!(docs[0].get("b").map(Node::to_value), Some(Value::Int(1)));
+        assert_eq!(values[1], Value::Null);
+        assert_eq!(docs[2].get("c").map(Node::to_value), Some(Value::Int(3)));
+        // The first document only, as before, for policies.
+        assert_eq!(parse_tree(text, "t.yaml").unwrap().to_value(), values[0]);
+        // An alias cannot reach into an earlier document.
+        let e = parse_documents("a: &x 1\n---\nb: *x\n", "t.yaml").unwrap_err();
+        assert!(e.to_string().contains("unknown anchor"), "{e}");
+        assert!(parse_documents("", "t.yaml").unwrap().is_empty());
     }
 
     #[test]

@@ -46,12 +46,8 @@ pub struct Connection {
 pub async fn connect(kubeconfig: Option<&Path>) -> Result<Connection, String> {
     let (config, user) = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                format!(
-                    "cannot read kubeconfig {}: {e}; pass --kubeconfig with a readable kubeconfig file",
-                    path.display()
-                )
-            })?;
+            let kc = crate::kubeconfig::read(path)
+                .map_err(|e| format!("{e}; pass --kubeconfig with a readable kubeconfig file"))?;
             let context = kc.current_context.clone().unwrap_or_default();
             let user = kc
                 .contexts
@@ -76,14 +72,11 @@ pub async fn connect(kubeconfig: Option<&Path>) -> Result<Connection, String> {
                 format!("user {user:?} of kubeconfig {}", path.display()),
             )
         }
-        None => {
-            let config = kube::Config::infer().await.map_err(|e| {
-                format!(
-                    "no Kubernetes configuration found: {e}; pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
-                )
-            })?;
-            (config, "the inferred credentials (KUBECONFIG or ~/.kube/config, else the in-cluster service account)".into())
-        }
+        None => crate::kubeconfig::infer().await.map_err(|e| {
+            format!(
+                "no Kubernetes configuration found: {e}; pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account"
+            )
+        })?,
     };
     let server = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).map_err(|e| format!("building the client: {e}"))?;

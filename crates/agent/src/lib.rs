@@ -3,6 +3,7 @@
 pub mod allocator;
 pub mod cli;
 pub mod inputs;
+pub mod kubeconfig;
 pub mod kubeconn;
 pub mod kubeobj;
 pub mod kubewatch;

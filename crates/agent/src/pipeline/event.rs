@@ -376,9 +376,83 @@ pub fn rfc3339_us(us: i64) -> String {
         .unwrap_or_else(|_| timestamp_now())
 }
 
+/// Appends what [`rfc3339_us`] returns for `us`, without allocating: the
+/// text of the whole second is kept per thread, and lines come many to a
+/// second, so most events write only their microseconds.
+pub fn push_rfc3339_us(out: &mut Vec<u8>, us: i64) {
+    use std::cell::Cell;
+    /// `YYYY-MM-DDTHH:MM:SS.`: 20 bytes.
+    type Head = [u8; 20];
+    thread_local! {
+        static SECOND: Cell<(i64, Head)> = const { Cell::new((i64::MIN, [0; 20])) };
+    }
+    let second = us.div_euclid(1_000_000);
+    let micros = us.rem_euclid(1_000_000);
+    let head = SECOND.with(|c| {
+        let (cached, head) = c.get();
+        if cached == second {
+            return Some(head);
+        }
+        let text = format_timestamp(jiff::Timestamp::from_second(second).ok()?);
+        let head: Head = text.as_bytes().get(..20)?.try_into().ok()?;
+        c.set((second, head));
+        Some(head)
+    });
+    let Some(head) = head else {
+        out.extend_from_slice(rfc3339_us(us).as_bytes());
+        return;
+    };
+    out.extend_from_slice(&head);
+    let mut digits = [b'0'; 7];
+    let mut v = micros;
+    for slot in digits[..6].iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    digits[6] = b'Z';
+    out.extend_from_slice(&digits);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pushed(us: i64) -> String {
+        let mut out = Vec::new();
+        push_rfc3339_us(&mut out, us);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_pushed_time_is_the_formatted_one_across_seconds_and_back() {
+        // The same second twice, the next, back again, before 1970, and
+        // out of range (now, as `rfc3339_us`).
+        for us in [
+            1_796_284_960_685_504,
+            1_796_284_960_999_999,
+            1_796_284_961_000_000,
+            1_796_284_960_000_001,
+            -1,
+            -1_000_000,
+            -62_135_596_800_000_000,
+            0,
+        ] {
+            assert_eq!(pushed(us), rfc3339_us(us), "{us}");
+        }
+        let late = pushed(i64::MAX);
+        assert_eq!(late.len(), 27, "{late}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_pushed_time_is_the_formatted_one(
+            us in -377_705_116_800_000_000_i64..253_402_300_796_999_999,
+            step in 0_i64..3_000_000,
+        ) {
+            proptest::prop_assert_eq!(pushed(us), rfc3339_us(us));
+            proptest::prop_assert_eq!(pushed(us + step), rfc3339_us(us + step));
+        }
+    }
 
     #[test]
     fn timestamps_are_utc_with_microseconds() {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::pipeline::ack::{Ack, Tally};
-use crate::pipeline::event::{Carried, Event, GatedTerm, Meta, data_stream_index, timestamp_now};
+use crate::pipeline::event::{Carried, Event, GatedTerm, Meta, data_stream_index};
 use crate::pipeline::processing::{Chain, InputProcessors};
 use crate::pipeline::queue::EventQueue;
 use crate::pipeline::routing::DataStream;
@@ -557,11 +557,8 @@ impl EventSink {
         let mut line =
             Vec::with_capacity(48 + payload_hint + self.common.len() + self.data_stream.len());
         line.extend_from_slice(b"{\"@timestamp\":\"");
-        let stamp = match at_us {
-            Some(us) => crate::pipeline::event::rfc3339_us(us),
-            None => timestamp_now(),
-        };
-        line.extend_from_slice(stamp.as_bytes());
+        let us = at_us.unwrap_or_else(|| jiff::Timestamp::now().as_microsecond());
+        crate::pipeline::event::push_rfc3339_us(&mut line, us);
         line.push(b'"');
         line
     }
@@ -644,16 +641,22 @@ impl EventSink {
         if let Some(f) = &self.gated {
             event = event.with_term(Arc::clone(f));
         }
-        let never = CancellationToken::new();
-        let term = self.term.as_ref().map_or(&never, |t| &t.token);
         // A term already over refuses at once, even if the queue has room.
-        if term.is_cancelled() {
+        if self.term.as_ref().is_some_and(|t| t.token.is_cancelled()) {
             self.refused.inc();
             return Err(Refused::TermEnded);
         }
+        // An event of no term waits for nothing but room (no token made
+        // per event to stand for a term that never ends).
+        let term_over = async {
+            match &self.term {
+                Some(t) => t.token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
-            () = term.cancelled() => {
+            () = term_over => {
                 self.refused.inc();
                 Err(Refused::TermEnded)
             }

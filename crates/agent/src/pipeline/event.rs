@@ -278,12 +278,16 @@ pub fn format_timestamp(t: jiff::Timestamp) -> String {
 
 fn push_digits(s: &mut String, v: i64, width: usize) {
     let mut buf = [b'0'; 8];
-    let mut v = v.unsigned_abs();
-    for slot in buf[..width].iter_mut().rev() {
+    fill_digits(&mut buf[..width], v.unsigned_abs());
+    s.push_str(std::str::from_utf8(&buf[..width]).unwrap_or("0"));
+}
+
+/// The last `digits.len()` decimal digits of `v`, zero-padded.
+fn fill_digits(digits: &mut [u8], mut v: u64) {
+    for slot in digits.iter_mut().rev() {
         *slot = b'0' + (v % 10) as u8;
         v /= 10;
     }
-    s.push_str(std::str::from_utf8(&buf[..width]).unwrap_or("0"));
 }
 
 /// A deterministic document id: 128 bits (two FNV-1a 64-bit hashes with
@@ -403,13 +407,8 @@ pub fn push_rfc3339_us(out: &mut Vec<u8>, us: i64) {
         return;
     };
     out.extend_from_slice(&head);
-    let mut digits = [b'0'; 7];
-    let mut v = micros;
-    for slot in digits[..6].iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    digits[6] = b'Z';
+    let mut digits = [b'Z'; 7];
+    fill_digits(&mut digits[..6], micros.unsigned_abs());
     out.extend_from_slice(&digits);
 }
 

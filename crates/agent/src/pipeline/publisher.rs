@@ -362,10 +362,7 @@ impl EventSink {
         ack: Option<Ack>,
     ) -> Result<(), Refused> {
         let payload = self.with_added(payload);
-        let mut line = Vec::with_capacity(256 + payload.len() * 48);
-        line.extend_from_slice(b"{\"@timestamp\":\"");
-        line.extend_from_slice(crate::pipeline::event::rfc3339_us(at_us).as_bytes());
-        line.push(b'"');
+        let mut line = self.start_line_at(Some(at_us), 208 + payload.len() * 48);
         let metadata_from = line.len();
         line.extend_from_slice(b",\"@metadata\":{\"_id\":");
         let id: Box<str> = match &self.id_node {
